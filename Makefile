@@ -1,0 +1,29 @@
+# The two commands a new user needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.jitflow-installed
+
+.PHONY: demo test soak gpu-artifacts bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[cuda,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/vecadd_cpu.py
+	$(PY) examples/vecadd_cpu.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+soak: $(STAMP)
+	JITFLOW_SOAK=1 $(PY) -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(PY) benchmarks/warm_start.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,96 @@
+"""Fresh-process time to a callable function: jitflow hit, jitflow miss, and TVM's own path.
+
+    python benchmarks/warm_start.py [--target c|cuda] [--arch sm_90] [--runs 5]
+
+Each figure is the median over fresh interpreters. 'to callable' starts after the imports and
+the module's construction (what jitflow can change); 'process' is the whole interpreter run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import time
+t0 = time.perf_counter()
+import sys
+sys.path[:0] = {paths!r}
+import tvm, jitflow, kernels
+t1 = time.perf_counter()
+mod = {make}
+t2 = time.perf_counter()
+if {mode!r} == "tvm":
+    target = {tvm_target}
+    f = tvm.compile(mod, target=target).jit()["main"]
+else:
+    exe = jitflow.compile(mod, {target!r}, arch={arch!r})
+    f = exe["main"]
+    assert exe.build_info.outcome == ("hit" if {mode!r} == "hit" else "built"), exe.build_info
+t3 = time.perf_counter()
+print(json.dumps({{"imports": t1 - t0, "module": t2 - t1, "callable": t3 - t2}}) if (json := __import__("json")) else "")
+"""
+
+
+def run_child(mode: str, target: str, arch: str | None, env: dict[str, str]) -> dict[str, float]:
+    if target == "cuda":
+        make = "kernels.vecadd_cuda()"
+        tvm_target = f"tvm.target.Target({{'kind': 'cuda', 'arch': {arch!r}}})"
+    else:
+        make = "kernels.vecadd()"
+        tvm_target = "'c'"
+    code = CHILD.format(paths=[str(ROOT), str(ROOT / "tests")], make=make, mode=mode, target=target,
+                        arch=arch, tvm_target=tvm_target)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode} run failed:\n{proc.stderr}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["process"] = wall
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="c", choices=["c", "cuda"])
+    parser.add_argument("--arch", default=None, help="CUDA arch (default: sm_90)")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    arch = (args.arch or "sm_90") if args.target == "cuda" else None
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, JITFLOW_ZIG_CACHE_DIR=str(Path(tmp) / "zig"))
+        env.pop("JITFLOW_CACHE", None)
+        # warm zig's one-time libc work so that 'miss' measures a build, not machine set-up
+        run_child("miss", args.target, arch, dict(env, JITFLOW_CACHE_DIR=str(Path(tmp) / "warmup")))
+        results: dict[str, list[dict[str, float]]] = {"jitflow hit": [], "jitflow miss": [], "tvm.compile().jit()": []}
+        hit_env = dict(env, JITFLOW_CACHE_DIR=str(Path(tmp) / "hit"))
+        run_child("miss", args.target, arch, hit_env)
+        for i in range(args.runs):
+            results["jitflow hit"].append(run_child("hit", args.target, arch, hit_env))
+            miss_env = dict(env, JITFLOW_CACHE_DIR=str(Path(tmp) / f"miss{i}"))
+            results["jitflow miss"].append(run_child("miss", args.target, arch, miss_env))
+            results["tvm.compile().jit()"].append(run_child("tvm", args.target, arch, env))
+    med = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in results.items()}
+    tvm_callable = med["tvm.compile().jit()"]["callable"]
+    print(f"warm start, target {args.target}{' ' + arch if arch else ''}, vector add 1024, "
+          f"median of {args.runs} fresh processes")
+    print(f"{'path':<22}{'to callable':>14}{'process':>12}{'vs TVM':>10}")
+    for name, m in med.items():
+        speedup = tvm_callable / m["callable"]
+        print(f"{name:<22}{m['callable'] * 1000:>11.1f} ms{m['process'] * 1000:>9.0f} ms{speedup:>9.1f}x")
+    print(f"(imports {med['jitflow hit']['imports'] * 1000:.0f} ms and module construction "
+          f"{med['jitflow hit']['module'] * 1000:.0f} ms are the same on every path)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The disk cache: one folder per key holding the .so, its metadata and the kept sources.
+
+Entries are built in a staging folder inside the cache, then published by one rename under
+a per-key file lock; a lookup verifies the library's sha256 before anyone loads it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import CacheError
+from .key import FORMAT_VERSION
+
+log = logging.getLogger("jitflow")
+LIBRARY = "lib.so"
+META = "meta.json"
+USED = "last_used"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _mkdir_private(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+class Cache:
+    """A jitflow cache directory (format version folder under the configured root)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root) / f"v{FORMAT_VERSION}"
+        self.entries = self.root / "entries"
+        self.locks = self.root / "locks"
+        self.staging_root = self.root / "staging"
+
+    def ensure(self) -> None:
+        """Create the cache folders (private to the user) or raise CacheError naming the fix."""
+        try:
+            for d in (self.entries, self.locks, self.staging_root):
+                _mkdir_private(d)
+        except OSError as exc:
+            raise CacheError(
+                f"cannot create the cache directory {self.root}: {exc.strerror}; "
+                "set JITFLOW_CACHE_DIR to a writable folder or JITFLOW_CACHE=0") from None
+
+    def entry_dir(self, key: str) -> Path:
+        return self.entries / key[:2] / key
+
+    def read_meta(self, key: str) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.entry_dir(key) / META).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def lookup(self, key: str) -> tuple[Path, dict[str, Any]] | None:
+        """The verified library and metadata of `key`, or None (missing or bad: rebuild)."""
+        entry = self.entry_dir(key)
+        meta = self.read_meta(key)
+        if meta is None:
+            if entry.exists():
+                log.warning("jitflow: cache entry %s has no readable metadata; rebuilding", key[:12])
+            return None
+        lib = entry / LIBRARY
+        problem = self._verify(meta, key, lib)
+        if problem:
+            log.warning("jitflow: cache entry %s is bad (%s); rebuilding", key[:12], problem)
+            return None
+        try:
+            (entry / USED).touch()
+        except OSError:
+            pass
+        return lib, meta
+
+    @staticmethod
+    def _verify(meta: dict[str, Any], key: str, lib: Path) -> str | None:
+        if meta.get("key") != key or meta.get("format") != FORMAT_VERSION:
+            return "metadata is for another key or format"
+        try:
+            size = lib.stat().st_size
+        except OSError:
+            return "library missing"
+        if size != meta.get("so_size"):
+            return f"library size {size} != {meta.get('so_size')}"
+        if sha256_file(lib) != meta.get("so_sha256"):
+            return "library sha256 mismatch"
+        return None
+
+    @contextmanager
+    def lock(self, key: str, timeout: float = -1) -> Iterator[None]:
+        """Hold the per-key build lock (released by the OS if the holder dies)."""
+        from filelock import FileLock
+
+        with FileLock(str(self.locks / f"{key}.lock"), timeout=timeout):
+            yield
+
+    @contextmanager
+    def staging(self, key: str) -> Iterator[Path]:
+        """A fresh folder inside the cache to build into; removed afterwards unless published."""
+        folder = Path(tempfile.mkdtemp(prefix=f"{key[:16]}.", dir=self.staging_root))
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def publish(self, key: str, folder: Path, meta: dict[str, Any]) -> Path:
+        """Write the metadata, then move the staged folder into place in one rename."""
+        lib = folder / LIBRARY
+        meta = dict(meta, key=key, format=FORMAT_VERSION, so_size=lib.stat().st_size,
+                    so_sha256=sha256_file(lib), created=meta.get("created", time.time()))
+        (folder / META).write_text(json.dumps(meta, indent=1, sort_keys=True, default=str))
+        (folder / USED).touch()
+        final = self.entry_dir(key)
+        _mkdir_private(final.parent)
+        if final.exists():  # a bad entry found by lookup: we hold the lock, so replace it
+            trash = Path(tempfile.mkdtemp(prefix="old.", dir=self.staging_root))
+            os.rename(final, trash / "entry")
+            shutil.rmtree(trash, ignore_errors=True)
+        os.rename(folder, final)
+        folder.mkdir()  # so that staging()'s cleanup finds a folder to remove
+        return final / LIBRARY

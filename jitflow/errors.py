@@ -1,0 +1,74 @@
+"""The one error hierarchy of jitflow: every failure a user can meet is a JitflowError."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+
+class JitflowError(Exception):
+    """Base class of every error jitflow raises on purpose."""
+
+
+class InvalidInputError(JitflowError, ValueError):
+    """An argument is not something jitflow can build: wrong type, empty module, bad option."""
+
+
+class TargetError(InvalidInputError):
+    """The target, the arch list or the host triple is not supported or is misspelled."""
+
+
+class ScheduleError(JitflowError):
+    """The module cannot be lowered for the target as scheduled (e.g. loops not bound to threads)."""
+
+
+class LoweringError(JitflowError):
+    """TVM failed to lower the module; TVM's own message is kept."""
+
+
+class ToolMissingError(JitflowError):
+    """A tool or Python package the build needs is not installed."""
+
+
+class CompileError(JitflowError):
+    """A compiler (zig cc, NVRTC, nvfatbin, nvcc) failed.
+
+    Carries the command (or API call), the compiler's log and the path of the kept source.
+    """
+
+    def __init__(self, tool: str, command: Sequence[str] | str, log: str,
+                 source_path: Path | str | None = None) -> None:
+        self.tool = tool
+        self.command = command if isinstance(command, str) else " ".join(str(c) for c in command)
+        self.log = log
+        self.source_path = Path(source_path) if source_path else None
+        lines = [f"{tool} failed.", f"  command: {self.command}"]
+        if self.source_path:
+            lines.append(f"  source kept at: {self.source_path}")
+        lines.append("  log:")
+        lines.extend("    " + ln for ln in (log.strip() or "(empty)").splitlines()[-60:])
+        super().__init__("\n".join(lines))
+
+
+class FunctionNotFoundError(JitflowError, LookupError):
+    """The module has no function of that name; the message lists the ones it has."""
+
+    def __init__(self, name: str, available: Sequence[str]) -> None:
+        self.name = name
+        self.available = list(available)
+        names = ", ".join(repr(n) for n in self.available) or "(none)"
+        super().__init__(f"no function named {name!r} in the module; functions: {names}")
+
+    def __str__(self) -> str:  # LookupError would quote the message
+        return self.args[0]
+
+
+class CacheError(JitflowError):
+    """The cache directory cannot be used (not writable, unsafe ownership or permissions)."""
+
+
+class LibraryFormatError(JitflowError):
+    """A library or one of its embedded blobs is malformed."""
+
+
+class LoadError(JitflowError):
+    """A built library could not be loaded by the TVM runtime."""

@@ -1,0 +1,172 @@
+"""The lazy Executable that jitflow.compile returns: nothing is built until jit() or export."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from . import config, key as keys, lower, pipeline
+from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
+from .loader import load_library
+from .pipeline import BuildInfo
+from .target import TargetSpec, resolve_target
+
+_LOADED: dict[tuple[str, str], Any] = {}   # (cache dir, key) -> runtime module, for the process
+_LOADED_LOCK = threading.Lock()
+
+
+class Executable:
+    """A module, a target and options; builds (or finds in the cache) a library on first use."""
+
+    def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: dict[str, Any]) -> None:
+        self.mod = mod
+        self.target = spec
+        self.settings = settings
+        self.options = options
+        self.build_info: BuildInfo | None = None
+        self._key: tuple[str, dict[str, Any]] | None = None
+        self._module: Any = None
+        self._meta: dict[str, Any] | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._module is not None else "not built"
+        return f"<jitflow.Executable {self.target.describe()} {state}>"
+
+    @property
+    def key(self) -> str:
+        """The cache key (sha256 hex) of this module, target, options and tool versions."""
+        if self._key is None:
+            text = keys.module_text(self.mod)
+            versions = keys.tool_versions(self.target, self.settings.cuda_compiler)
+            self._key = keys.compute(text, self.target, self._key_options(), versions)
+        return self._key[0]
+
+    def _key_options(self) -> dict[str, Any]:
+        opts = dict(self.options)
+        if self.target.is_cuda:
+            opts["cuda_compiler"] = self.settings.cuda_compiler
+        return opts
+
+    def _obtain(self) -> tuple[Path, dict[str, Any]]:
+        key = self.key
+        library, meta, info = pipeline.obtain(key, self._key[1], self.mod, self.target, self.settings,
+                                              self.options)
+        self.build_info = info
+        self._meta = meta
+        return library, meta
+
+    def jit(self) -> Any:
+        """The loaded TVM runtime module: built once, then a cache hit in every later process."""
+        with self._lock:
+            if self._module is not None:
+                return self._module
+            memo = (str(self.settings.cache_dir), self.key)
+            with _LOADED_LOCK:
+                cached = _LOADED.get(memo) if self.settings.cache_enabled else None
+            if cached is not None:
+                self._module = cached
+                self.build_info = BuildInfo(key=self.key, outcome="memory")
+                return cached
+            library, meta = self._obtain()
+            module = load_library(library, cuda=bool(meta.get("cuda")))
+            if not self.settings.cache_enabled:
+                pipeline.remove_temporary(library)
+            self._module = module
+            with _LOADED_LOCK:
+                _LOADED[memo] = module
+            return module
+
+    @property
+    def functions(self) -> list[str]:
+        """Names of the functions the library exports (builds or reads the cache entry)."""
+        if self._meta is None:
+            self.jit()
+        return list(self._meta.get("functions", [])) if self._meta else []
+
+    def __getitem__(self, name: str) -> Any:
+        module = self.jit()
+        func = module.get_function(name, query_imports=True) if _has_function(module, name) else None
+        if func is None:
+            raise FunctionNotFoundError(name, self.functions)
+        return func
+
+    def __call__(self, *args: Any) -> Any:
+        """Call the entry function: 'main' if the module has one, else its only function."""
+        names = self.functions
+        if "main" in names or len(names) != 1:
+            return self["main"](*args)
+        return self[names[0]](*args)
+
+    def export_library(self, path: str | os.PathLike) -> Path:
+        """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
+        dest = Path(path).expanduser().absolute()
+        if dest.is_dir():
+            raise InvalidInputError(f"export_library: {dest} is a directory; give a file name such as kernel.so")
+        if not dest.parent.is_dir():
+            raise InvalidInputError(f"export_library: the folder {dest.parent} does not exist")
+        with self._lock:
+            library, _ = self._obtain()
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+        except OSError as exc:
+            raise JitflowError(f"export_library: cannot write in {dest.parent}: {exc.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as out, open(library, "rb") as src:
+                shutil.copyfileobj(src, out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dest)
+        except OSError as exc:
+            raise JitflowError(f"export_library: cannot write {dest}: {exc.strerror}") from None
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            if not self.settings.cache_enabled:
+                pipeline.remove_temporary(library)
+        return dest
+
+
+def _has_function(module: Any, name: str) -> bool:
+    try:
+        return module.implements_function(name, query_imports=True)
+    except Exception:
+        return False
+
+
+def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | None = None,
+            cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
+            device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
+            cache_dir: str | os.PathLike | None = None) -> Executable:
+    """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
+
+    mod: a tvm.IRModule or a PrimFunc. target: "cuda", "c", a dict or a tvm.target.Target.
+    arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU.
+    """
+    import tvm
+
+    if isinstance(mod, tvm.tirx.PrimFunc):
+        mod = lower.prepare(mod)
+    elif not isinstance(mod, tvm.IRModule):
+        raise InvalidInputError(f"mod must be a tvm.IRModule or a tirx PrimFunc, not {type(mod).__name__}")
+    else:
+        mod = lower.prepare(mod)
+    if len(mod.functions) == 0:
+        raise InvalidInputError("the IRModule is empty: it has no functions to build")
+    spec = resolve_target(target, arch, host)
+    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler)
+    if pass_config is not None and not isinstance(pass_config, dict):
+        raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
+    if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
+        raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
+    options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options)}
+    return Executable(mod, spec, settings, options)
+
+
+def load(path: str | os.PathLike) -> Any:
+    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it)."""
+    return load_library(Path(path).expanduser())

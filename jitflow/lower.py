@@ -1,0 +1,168 @@
+"""IRModule -> TVM's C host source plus the imports blob holding the device modules' CUDA source.
+
+jitflow owns device compilation: while lowering, TVM's CUDA compile callback is replaced by
+one that hands the source back untouched, so TVM never runs NVRTC itself, with or without a
+CUDA driver on the machine.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from . import library_blob
+from .errors import LibraryFormatError, LoweringError, ScheduleError
+from .library_blob import CudaPayload, LibraryBlob
+from .target import TargetSpec
+
+_CALLBACK = "tvm_callback_cuda_compile"
+_DEFERRED = "// jitflow: device code compiled ahead of time\n"
+_LOCK = threading.Lock()
+_ENTRY_RE = re.compile(r"TVM_DLL int32_t __tvm_ffi_([A-Za-z_][A-Za-z0-9_]*)\(void\* self_handle")
+
+
+@dataclass
+class DeviceSource:
+    """One CUDA device module: its place in the import tree, its source and its kernel table."""
+
+    index: int
+    source: str
+    payload: CudaPayload
+
+
+@dataclass
+class Lowered:
+    """What lowering produced: host C, the imports blob (or None) and the CUDA sources in it."""
+
+    host_c: str
+    blob: LibraryBlob | None
+    devices: list[DeviceSource] = field(default_factory=list)
+
+    @property
+    def functions(self) -> list[str]:
+        """Names of the functions the library exports, in source order."""
+        return list(dict.fromkeys(_ENTRY_RE.findall(self.host_c)))
+
+
+@contextmanager
+def _tvm_does_not_compile_cuda() -> Iterator[None]:
+    """Replace TVM's CUDA compile callback with one that returns the source, then restore it."""
+    import tvm_ffi
+
+    previous = tvm_ffi.get_global_func(_CALLBACK, allow_missing=True)
+
+    def hand_back(code: str, *_args: Any) -> str:
+        return _DEFERRED + code
+
+    with _LOCK:
+        tvm_ffi.register_global_func(_CALLBACK, hand_back, override=True)
+        try:
+            yield
+        finally:
+            if previous is not None:
+                tvm_ffi.register_global_func(_CALLBACK, previous, override=True)
+            else:
+                tvm_ffi.remove_global_func(_CALLBACK)
+
+
+def prepare(mod: Any):
+    """PrimFunc or IRModule -> IRModule whose PrimFuncs export under their names in the module."""
+    import tvm
+
+    if isinstance(mod, tvm.tirx.PrimFunc):
+        mod = tvm.IRModule({"main": mod})
+    updates = {}
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
+            if symbol is not None and str(symbol) != gvar.name_hint:
+                updates[gvar] = func.with_attr("global_symbol", gvar.name_hint)
+    for gvar, func in updates.items():
+        mod[gvar] = func
+    return mod
+
+
+def _children(stmt: Any) -> Iterator[Any]:
+    for name in ("seq",):
+        for s in getattr(stmt, name, None) or ():
+            yield s
+    for name in ("block", "body", "then_case", "else_case", "init"):
+        child = getattr(stmt, name, None)
+        if child is not None and not isinstance(child, (list, tuple)) and hasattr(child, "span"):
+            yield child
+
+
+def _unbound_writes(stmt: Any, bound: bool, found: list[str]) -> None:
+    import tvm
+
+    tirx = tvm.tirx
+    if isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.THREAD_BINDING:
+        bound = True
+    elif isinstance(stmt, tirx.AttrStmt) and stmt.attr_key in ("thread_extent", "virtual_thread"):
+        bound = True
+    elif isinstance(stmt, tirx.BufferStore) and not bound and stmt.buffer.scope() == "global":
+        found.append(stmt.buffer.name)
+    for child in _children(stmt):
+        _unbound_writes(child, bound, found)
+
+
+def check_thread_binding(mod: Any) -> None:
+    """Refuse a CUDA module that writes global memory outside any GPU thread (it would crash at run time)."""
+    import tvm
+
+    for gvar, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        found: list[str] = []
+        _unbound_writes(func.body, False, found)
+        if found:
+            names = ", ".join(sorted(set(found)))
+            raise ScheduleError(
+                f"function {gvar.name_hint!r}: loops writing {names} are not bound to GPU threads; "
+                "bind them with sch.bind(loop, 'blockIdx.x') / sch.bind(loop, 'threadIdx.x') "
+                "(or build for the 'c' target)")
+
+
+def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
+    out = []
+    for index, module in enumerate(blob.modules):
+        if module.kind != "cuda":
+            continue
+        payload = library_blob.parse_cuda_payload(module.payload or b"")
+        text = payload.data.decode("utf-8", errors="replace")
+        if payload.fmt == "cuda":
+            source = text
+        elif payload.fmt == "ptx" and text.startswith(_DEFERRED):
+            source = text[len(_DEFERRED):]
+        else:
+            raise LibraryFormatError(
+                f"TVM compiled the device code itself (format {payload.fmt!r}); jitflow could not take over")
+        out.append(DeviceSource(index, source, payload))
+    return out
+
+
+def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None) -> Lowered:
+    """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure."""
+    import tvm
+    import tvm_ffi
+
+    if spec.is_cuda:
+        check_thread_binding(mod)
+    try:
+        with _tvm_does_not_compile_cuda(), tvm.transform.PassContext(opt_level=3, config=pass_config or {}):
+            executable = tvm.compile(mod, target=spec.tvm_target())
+    except Exception as exc:
+        text = str(exc)
+        if "Did you forget to bind" in text or "not bound to" in text:
+            raise ScheduleError(f"loops are not bound to GPU threads:\n{text}") from None
+        raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
+    host = executable.mod
+    if host.kind != "c":
+        raise LoweringError(f"TVM produced a host module of kind {host.kind!r}, expected 'c'")
+    if not host.imports:
+        return Lowered(host.inspect_source(), None)
+    raw = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(host)
+    blob = library_blob.parse(bytes(raw.numpy().tobytes()))
+    return Lowered(host.inspect_source(), blob, _device_sources(blob))

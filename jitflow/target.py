@@ -1,0 +1,185 @@
+"""Turn what the user passed as target and arch into one normalized TargetSpec."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .errors import TargetError
+
+SUPPORTED_KINDS = ("cuda", "c")
+SUPPORTED_HOSTS = ("x86_64-linux-gnu",)
+DEFAULT_HOST = "x86_64-linux-gnu"
+_ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A resolved target: its kind, the CUDA archs to build SASS for, and TVM's target config."""
+
+    kind: str
+    archs: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict, compare=False)
+    host: str = DEFAULT_HOST
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    def tvm_target(self):
+        """The tvm.target.Target used for lowering (C host; CUDA lowered for the lowest arch)."""
+        import tvm
+
+        return tvm.target.Target(self.config, host="c")
+
+    def describe(self) -> str:
+        return f"{self.kind} ({', '.join(self.archs)})" if self.archs else self.kind
+
+    def canonical(self) -> str:
+        """Stable text of everything about the target that decides the library's bytes."""
+        return json.dumps({"config": self.config, "archs": list(self.archs), "host": self.host},
+                          sort_keys=True)
+
+
+def normalize_arch(arch: Any) -> str:
+    """'sm_90', '90', 90, '9.0' or 'sm_90a' -> 'sm_90' / 'sm_90a'; anything else is a TargetError."""
+    text = str(arch).strip().lower()
+    if re.fullmatch(r"\d\.\d", text):
+        text = text.replace(".", "")
+    if re.fullmatch(r"\d{2,3}[af]?", text):
+        text = "sm_" + text
+    if text.startswith("compute_"):
+        text = "sm_" + text[len("compute_"):]
+    if not _ARCH_RE.match(text):
+        raise TargetError(
+            f"invalid CUDA arch {arch!r}: expected the form sm_XY such as 'sm_80', 'sm_90' or 'sm_90a'"
+            + (" (is there a letter O where a zero belongs?)" if "o" in text[3:] else ""))
+    if int(_ARCH_RE.match(text).group(1)) < 50:
+        raise TargetError(f"CUDA arch {arch!r} is older than sm_50, which current CUDA compilers do not support")
+    return text
+
+
+def arch_number(arch: str) -> int:
+    return int(_ARCH_RE.match(arch).group(1))
+
+
+def _normalize_archs(arch: Any) -> tuple[str, ...]:
+    items: Iterable[Any] = [arch] if isinstance(arch, (str, int)) else arch
+    archs = sorted({normalize_arch(a) for a in items}, key=lambda a: (arch_number(a), a))
+    if not archs:
+        raise TargetError("arch= is empty; give at least one CUDA arch such as 'sm_90'")
+    return tuple(archs)
+
+
+def visible_gpu_arch() -> str | None:
+    """The arch of the first visible GPU, or None where there is no driver or no device."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return None
+    try:
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        err, dev = driver.cuDeviceGet(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        attr = driver.CUdevice_attribute
+        err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        err2, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS:
+            return None
+        return f"sm_{major}{minor}"
+    except Exception:  # a broken driver install must not break target resolution
+        return None
+
+
+def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
+    """(TVM target config as a plain dict, whether the user named an arch in it)."""
+    if isinstance(target, str):
+        text = target.strip()
+        if not text:
+            raise TargetError("target is empty; use 'cuda' or 'c'")
+        if text.startswith("{"):
+            try:
+                return _config_of(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise TargetError(f"target {target!r} is not valid JSON: {exc}") from None
+        kind = text.split()[0]
+        if kind not in SUPPORTED_KINDS:
+            raise TargetError(f"unsupported target {target!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        if text == kind:
+            return {"kind": kind}, False
+        return _config_of(_parse_tvm_target(text))
+    if isinstance(target, dict):
+        config = {k: v for k, v in target.items() if k != "host"}
+        kind = config.get("kind")
+        if kind not in SUPPORTED_KINDS:
+            raise TargetError(f"unsupported target kind {kind!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        return config, "arch" in config
+    if type(target).__name__ == "Target" and hasattr(target, "export"):
+        config = _plain(target.export())
+        config.pop("host", None)
+        if config.get("kind") not in SUPPORTED_KINDS:
+            raise TargetError(
+                f"unsupported target kind {config.get('kind')!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        return config, "arch" in config
+    raise TargetError(f"target must be a string, a dict or a tvm.target.Target, not {type(target).__name__}")
+
+
+def _parse_tvm_target(text: str):
+    import tvm
+
+    try:
+        return tvm.target.Target(text)
+    except Exception as exc:
+        raise TargetError(f"TVM cannot parse target {text!r}: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    """TVM containers -> JSON-ready Python values."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "__iter__"):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> TargetSpec:
+    """Validate target + arch (+ host) and return the TargetSpec; raises TargetError with the fix."""
+    config, named_arch = _config_of(target)
+    host = host or DEFAULT_HOST
+    if host not in SUPPORTED_HOSTS:
+        raise TargetError(f"unsupported host {host!r}; supported: {', '.join(SUPPORTED_HOSTS)}")
+    kind = config["kind"]
+    if kind == "c":
+        if arch is not None:
+            raise TargetError("arch= applies to the 'cuda' target only; the 'c' target has no CUDA arch")
+        return TargetSpec(kind="c", config={"kind": "c"}, host=host)
+    if arch is not None:
+        archs = _normalize_archs(arch)
+    elif named_arch:
+        archs = _normalize_archs(config["arch"])
+    else:
+        found = visible_gpu_arch()
+        if found is None:
+            raise TargetError(
+                "no CUDA arch given and no GPU visible to pick one from; "
+                "pass arch= (for example arch='sm_90' or arch=['sm_80', 'sm_90'])")
+        archs = (normalize_arch(found),)
+    return TargetSpec(kind="cuda", archs=archs, config=_canonical_config(dict(config, arch=archs[0])), host=host)
+
+
+def _canonical_config(config: dict[str, Any]) -> dict[str, Any]:
+    """TVM's full form of a target config, so that equivalent spellings compare equal."""
+    import tvm
+
+    try:
+        full = _plain(tvm.target.Target(config).export())
+    except Exception as exc:
+        raise TargetError(f"TVM rejects the target {config}: {exc}") from None
+    full.pop("host", None)
+    return full

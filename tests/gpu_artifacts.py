@@ -1,0 +1,31 @@
+"""Build the libraries that the GPU tests load in a runtime-only install (run where TVM's compiler is).
+
+    python tests/gpu_artifacts.py .gpu-artifacts
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import jitflow  # noqa: E402
+import kernels  # noqa: E402
+
+ARTIFACTS = {
+    "vecadd.so": lambda: jitflow.compile(kernels.vecadd_cuda(), "cuda", arch=["sm_80", "sm_90"]),
+    "matmul_shared.so": lambda: jitflow.compile(kernels.matmul_shared(), "cuda", arch="sm_90"),
+}
+
+
+def main(out: str) -> None:
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, make in ARTIFACTS.items():
+        exe = make()
+        exe.export_library(folder / name)
+        print(f"{name}: {exe.build_info}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".gpu-artifacts")

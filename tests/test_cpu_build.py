@@ -1,0 +1,89 @@
+"""The CPU target end to end: numbers from the built library against numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+
+import jitflow
+import kernels
+from conftest import run_python
+
+
+def _tensor(a):
+    return tvm.runtime.tensor(a)
+
+
+def test_vecadd_jit_matches_numpy(cache_dir):
+    exe = jitflow.compile(kernels.vecadd(), "c")
+    a, b = np.random.rand(1024).astype("float32"), np.random.rand(1024).astype("float32")
+    c = _tensor(np.zeros(1024, "float32"))
+    exe.jit()["main"](_tensor(a), _tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a + b, rtol=1e-6)
+    assert exe.build_info.outcome == "built"
+    # exe["main"] and exe(...) call the same function; jit() is memoized
+    c2 = _tensor(np.zeros(1024, "float32"))
+    exe(_tensor(a), _tensor(b), c2)
+    np.testing.assert_allclose(c2.numpy(), a + b, rtol=1e-6)
+    assert exe.jit() is exe.jit()
+
+
+def test_matmul_and_int_dtype(cache_dir):
+    a = np.random.rand(128, 128).astype("float32")
+    b = np.random.rand(128, 128).astype("float32")
+    c = _tensor(np.zeros((128, 128), "float32"))
+    jitflow.compile(kernels.matmul(128), "c")["main"](_tensor(a), _tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4)
+    x = np.arange(100, dtype="int32")
+    y = _tensor(np.zeros(100, "int32"))
+    jitflow.compile(kernels.vecadd(100, "int32"), "c")(_tensor(x), _tensor(x), y)
+    np.testing.assert_array_equal(y.numpy(), 2 * x)
+
+
+def test_primfunc_input_is_named_main(cache_dir):
+    func = kernels.axpb(3.0)["main"]
+    exe = jitflow.compile(func, "c")
+    a = np.random.rand(64).astype("float32")
+    c = _tensor(np.zeros(64, "float32"))
+    exe["main"](_tensor(a), c)
+    np.testing.assert_allclose(c.numpy(), a * 3 + 1, rtol=1e-6)
+    assert exe.functions == ["main"]
+
+
+def test_cache_disabled_builds_in_temporary_folder(cache_dir, monkeypatch):
+    monkeypatch.setenv("JITFLOW_CACHE", "0")
+    exe = jitflow.compile(kernels.axpb(5.0), "c")
+    a = np.random.rand(64).astype("float32")
+    c = _tensor(np.zeros(64, "float32"))
+    exe["main"](_tensor(a), c)
+    np.testing.assert_allclose(c.numpy(), a * 5 + 1, rtol=1e-6)
+    assert not cache_dir.joinpath("v1", "entries").exists()
+    assert not exe.build_info.library.exists()  # the temporary build folder is gone
+
+
+@pytest.mark.parametrize("runtime_only", [False, True], ids=["full-tvm", "runtime-only"])
+def test_export_then_load_in_fresh_process(cache_dir, tmp_path, runtime_only):
+    out = tmp_path / "axpb.so"
+    path = jitflow.compile(kernels.axpb(4.0), "c").export_library(out)
+    assert path == out and out.is_file()
+    env = {"TVM_USE_RUNTIME_LIB": "1"} if runtime_only else {}
+    proc = run_python(f"""
+        import sys, numpy as np, tvm, jitflow
+        assert tvm.base._RUNTIME_ONLY == {runtime_only}
+        m = jitflow.load({str(out)!r})
+        a = np.arange(64, dtype="float32")
+        c = tvm.runtime.tensor(np.zeros(64, "float32"))
+        m["main"](tvm.runtime.tensor(a), c)
+        np.testing.assert_allclose(c.numpy(), a * 4 + 1)
+        print("ok", "tvm_compiler" in tvm.base._LOADED_LIBS)
+    """, env=env)
+    assert proc.stdout.split() == ["ok", str(not runtime_only)]
+
+
+def test_export_does_not_leave_partial_files(cache_dir, tmp_path):
+    exe = jitflow.compile(kernels.axpb(6.0), "c")
+    exe.export_library(tmp_path / "a.so")
+    exe.export_library(tmp_path / "a.so")  # overwrite in place
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["a.so"]
+    with pytest.raises(jitflow.errors.InvalidInputError, match="does not exist"):
+        exe.export_library(tmp_path / "missing" / "a.so")
