@@ -53,8 +53,8 @@ def _tvm_does_not_compile_cuda() -> Iterator[None]:
 
     previous = tvm_ffi.get_global_func(_CALLBACK, allow_missing=True)
 
-    def hand_back(code: str, *_args: Any) -> str:
-        return _DEFERRED + code
+    def hand_back(code: str, *_args: Any) -> bytes:
+        return (_DEFERRED + code).encode()
 
     with _LOCK:
         tvm_ffi.register_global_func(_CALLBACK, hand_back, override=True)

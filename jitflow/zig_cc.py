@@ -31,11 +31,14 @@ def zig_binary() -> str:
 
 @lru_cache(maxsize=1)
 def version() -> str:
-    """Version of the ziglang wheel (part of the cache key)."""
+    """Version of zig (part of the cache key): the wheel's metadata, else `zig version`."""
     try:
         return importlib.metadata.version("ziglang")
     except importlib.metadata.PackageNotFoundError:
-        raise ToolMissingError("the ziglang package is not installed; pip install ziglang") from None
+        proc = subprocess.run([zig_binary(), "version"], capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise ToolMissingError("zig does not run (`zig version` failed); reinstall ziglang") from None
+        return proc.stdout.strip()
 
 
 def _env(zig_cache: Path) -> dict[str, str]:

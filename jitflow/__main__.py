@@ -1,0 +1,9 @@
+"""`python -m jitflow` and the `jitflow` console script."""
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
