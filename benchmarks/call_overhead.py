@@ -15,20 +15,23 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent.parent / "tests")]
 
 
-def per_call_us(f, args, calls: int, repeats: int = 5) -> float:
+def per_call_us(fns: dict, args, calls: int, rounds: int = 9) -> dict:
+    """Median microseconds per call of each function, measured in interleaved rounds."""
     import torch
 
-    for _ in range(1000):
-        f(*args)
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
+    samples: dict = {name: [] for name in fns}
+    for f in fns.values():
+        for _ in range(1000):
             f(*args)
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for name, f in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                f(*args)
+            torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def main() -> None:
@@ -49,13 +52,13 @@ def main() -> None:
     llvm = tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": arch}, host="llvm")).jit()["main"]
     a, b = torch.rand(1024, device="cuda"), torch.rand(1024, device="cuda")
     c = torch.empty(1024, device="cuda")
-    rows = {
-        "jitflow (zig C host)": per_call_us(ours, (a, b, c), args.calls),
-        "TVM LLVM host": per_call_us(llvm, (a, b, c), args.calls),
-        "torch.add(out=)": per_call_us(lambda x, y, z: torch.add(x, y, out=z), (a, b, c), args.calls),
-    }
+    rows = per_call_us({
+        "jitflow (zig C host)": ours,
+        "TVM LLVM host": llvm,
+        "torch.add(out=)": lambda x, y, z: torch.add(x, y, out=z),
+    }, (a, b, c), args.calls)
     torch.testing.assert_close(c, a + b)
-    print(f"call overhead, vector add 1024 on {torch.cuda.get_device_name()} ({arch}), median of 5 x {args.calls} calls")
+    print(f"call overhead, vector add 1024 on {torch.cuda.get_device_name()} ({arch}), median of 9 interleaved rounds of {args.calls} calls")
     for name, us in rows.items():
         print(f"{name:<24}{us:>8.2f} us/call")
 

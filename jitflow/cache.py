@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -33,8 +34,18 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _as_json(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
 def _mkdir_private(path: Path) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create path and any missing parents, each readable by the user alone."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
 
 
 class Cache:
@@ -51,6 +62,9 @@ class Cache:
         try:
             for d in (self.entries, self.locks, self.staging_root):
                 _mkdir_private(d)
+            for d in (self.root, self.entries, self.locks, self.staging_root):
+                if d.stat().st_mode & 0o077 and d.stat().st_uid == os.getuid():
+                    os.chmod(d, 0o700)
         except OSError as exc:
             raise CacheError(
                 f"cannot create the cache directory {self.root}: {exc.strerror}; "
@@ -65,18 +79,21 @@ class Cache:
         except (OSError, ValueError):
             return None
 
-    def lookup(self, key: str) -> tuple[Path, dict[str, Any]] | None:
-        """The verified library and metadata of `key`, or None (missing or bad: rebuild)."""
+    def lookup(self, key: str, expect: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]] | None:
+        """The verified library and metadata of `key`, or None (missing, unsafe or bad: rebuild).
+
+        `expect` is the key's inputs (versions, target, options): an entry recording others is refused.
+        """
         entry = self.entry_dir(key)
         meta = self.read_meta(key)
         if meta is None:
-            if entry.exists():
+            if entry.exists() or entry.is_symlink():
                 log.warning("jitflow: cache entry %s has no readable metadata; rebuilding", key[:12])
             return None
         lib = entry / LIBRARY
-        problem = self._verify(meta, key, lib)
+        problem = self._unsafe(entry, lib) or self._verify(meta, key, lib, expect)
         if problem:
-            log.warning("jitflow: cache entry %s is bad (%s); rebuilding", key[:12], problem)
+            log.warning("jitflow: cache entry %s refused (%s); rebuilding", key[:12], problem)
             return None
         try:
             (entry / USED).touch()
@@ -84,10 +101,29 @@ class Cache:
             pass
         return lib, meta
 
+    def _unsafe(self, entry: Path, lib: Path) -> str | None:
+        """Why loading this entry could run someone else's code, or None: every folder from the
+        cache's version folder down, and the library, must be ours, not links, not writable by others."""
+        uid = os.getuid()
+        for path in (self.root, self.entries, entry.parent, entry, lib):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return f"{path.name} is missing"
+            if stat.S_ISLNK(st.st_mode):
+                return f"{path} is a symbolic link"
+            if st.st_uid != uid:
+                return f"{path} is owned by user {st.st_uid}, not {uid}"
+            if st.st_mode & 0o022:
+                return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+        return None
+
     @staticmethod
-    def _verify(meta: dict[str, Any], key: str, lib: Path) -> str | None:
+    def _verify(meta: dict[str, Any], key: str, lib: Path, expect: dict[str, Any] | None = None) -> str | None:
         if meta.get("key") != key or meta.get("format") != FORMAT_VERSION:
             return "metadata is for another key or format"
+        if expect is not None and meta.get("key_inputs") != _as_json(expect):
+            return "metadata records other tool versions, target or options"
         try:
             size = lib.stat().st_size
         except OSError:
@@ -124,7 +160,7 @@ class Cache:
         (folder / USED).touch()
         final = self.entry_dir(key)
         _mkdir_private(final.parent)
-        if final.exists():  # a bad entry found by lookup: we hold the lock, so replace it
+        if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
             trash = Path(tempfile.mkdtemp(prefix="old.", dir=self.staging_root))
             os.rename(final, trash / "entry")
             shutil.rmtree(trash, ignore_errors=True)

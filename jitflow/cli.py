@@ -9,7 +9,7 @@ from typing import Sequence
 from .errors import JitflowError
 
 #: modules that each define register(subparsers); a sub-command sets `func(args) -> int`.
-COMMAND_MODULES = ["jitflow.cli_build"]
+COMMAND_MODULES = ["jitflow.cli_build", "jitflow.cli_cache", "jitflow.cli_doctor", "jitflow.cli_inspect"]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,7 +1,9 @@
-"""`jitflow build FILE.py:NAME --target cuda --arch sm_90 -o out.so`: ahead-of-time builds."""
+"""`jitflow build FILE.py:NAME --target cuda --arch sm_90 [--host TRIPLE] -o out.so`: ahead-of-time builds."""
 from __future__ import annotations
 
 import argparse
+
+from .hosts import SUPPORTED_HOSTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -10,6 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("module", metavar="FILE.py:NAME")
     p.add_argument("--target", default="cuda", help="cuda or c (default: cuda)")
     p.add_argument("--arch", action="append", help="CUDA arch, repeatable or comma-separated (sm_80,sm_90)")
+    p.add_argument("--host", default=None, metavar="TRIPLE",
+                   help=f"CPU and OS the library runs on: {' or '.join(SUPPORTED_HOSTS)} (default: this machine)")
     p.add_argument("--cuda-compiler", choices=["nvrtc", "nvcc"], default=None)
     p.add_argument("-o", "--output", required=True, help="the .so to write")
     p.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
@@ -27,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from .module_file import load_module_spec
 
     mod = load_module_spec(args.module)
-    exe = jitflow.compile(mod, args.target, arch=archs_of(args.arch), cuda_compiler=args.cuda_compiler,
-                          cache=False if args.no_cache else None)
+    exe = jitflow.compile(mod, args.target, arch=archs_of(args.arch), host=args.host,
+                          cuda_compiler=args.cuda_compiler, cache=False if args.no_cache else None)
     out = exe.export_library(args.output)
     print(f"{out}: {exe.build_info}")
     return 0

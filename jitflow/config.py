@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InvalidInputError
@@ -16,10 +17,43 @@ ENVIRONMENT = {
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<cache dir>/zig", "zig's own cache (libc stubs, objects)"),
+    "JITFLOW_CACHE_MAX_SIZE": ("4GB", "size cap of the cache; least recently used entries are evicted beyond it"),
+    "JITFLOW_PROGRESS": ("auto", "build progress on stderr: auto (terminals only, builds over 1.5 s), 1 or 0"),
+    "JITFLOW_REMOTE_CACHE": ("unset (no shared tier)",
+                             "shared cache tier behind the local one: redis://host:6379/0, rediss://... (TLS), "
+                             "or module:Class of another backend"),
+    "JITFLOW_REMOTE_CACHE_KEY": ("unset", "shared secret: entries are signed with it (HMAC-SHA256) and checked"),
+    "JITFLOW_REMOTE_CACHE_UNSIGNED": ("0", "1 reads and writes unsigned shared entries when no key is set "
+                                           "(anyone who can write to the tier can then run code on every node)"),
+    "JITFLOW_REMOTE_CACHE_MAX_BYTES": ("64MiB", "largest entry sent to the shared tier (a size: 16MiB, 50MB)"),
+    "JITFLOW_REMOTE_CACHE_TIMEOUT": ("2", "seconds before a shared-tier request gives up (then local only)"),
+    "JITFLOW_REMOTE_CACHE_LOCK_TTL": ("30", "seconds the cluster build lock lives unless its builder renews it"),
 }
 
+DEFAULT_MAX_SIZE = 4 * 1000**3
+_SIZE_SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, "G": 1000**3, "GB": 1000**3,
+               "T": 1000**4, "TB": 1000**4, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in _SIZE_SUFFIXES:
+        raise InvalidInputError(f"{what} {text!r} is not a size; use for example 2GB, 500MB or 1.5GiB")
+    return int(float(m.group(1)) * _SIZE_SUFFIXES[m.group(2).upper()])
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """'30d', '12h', '90m', '45s' -> seconds."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw])\s*", str(text))
+    if not m:
+        raise InvalidInputError(f"{what} {text!r} is not a duration; use for example 30d, 12h or 90m")
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
 
 
 def default_cache_dir() -> Path:
@@ -41,6 +75,48 @@ def _env_bool(name: str, default: bool) -> bool:
     raise InvalidInputError(f"{name}={raw!r} is not a boolean; use 1 or 0")
 
 
+def _env_size(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return parse_size(raw, name) if raw else default
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise InvalidInputError(f"{name}={raw!r} is not a positive number")
+    return value
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """The shared cache tier (JITFLOW_REMOTE_CACHE*); `url` None means there is none."""
+
+    url: str | None = field(default=None, repr=False)  # may hold the tier's password
+    secret: str | None = field(default=None, repr=False)
+    unsigned: bool = False
+    max_bytes: int = 64 << 20
+    timeout: float = 2.0
+    lock_ttl: float = 30.0
+
+
+def resolve_remote() -> RemoteSettings:
+    """The shared tier's settings from the JITFLOW_REMOTE_CACHE* variables."""
+    return RemoteSettings(
+        url=os.environ.get("JITFLOW_REMOTE_CACHE", "").strip() or None,
+        secret=os.environ.get("JITFLOW_REMOTE_CACHE_KEY", "").strip() or None,
+        unsigned=_env_bool("JITFLOW_REMOTE_CACHE_UNSIGNED", False),
+        max_bytes=_env_size("JITFLOW_REMOTE_CACHE_MAX_BYTES", 64 << 20),
+        timeout=_env_number("JITFLOW_REMOTE_CACHE_TIMEOUT", 2.0),
+        lock_ttl=_env_number("JITFLOW_REMOTE_CACHE_LOCK_TTL", 30.0),
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     """The resolved configuration of one build."""
@@ -49,6 +125,8 @@ class Settings:
     cache_enabled: bool
     cuda_compiler: str
     zig_cache_dir: Path
+    cache_max_size: int = DEFAULT_MAX_SIZE
+    remote: RemoteSettings = RemoteSettings()
 
 
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
@@ -68,4 +146,6 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     directory = directory.expanduser().absolute()
     zig_env = os.environ.get("JITFLOW_ZIG_CACHE_DIR", "").strip()
     zig_dir = Path(zig_env).expanduser().absolute() if zig_env else directory / "zig"
-    return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir)
+    max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
+    return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
+                    cache_max_size=max_size, remote=resolve_remote())

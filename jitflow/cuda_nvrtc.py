@@ -1,13 +1,13 @@
 """CUDA source -> fatbin with NVRTC and nvfatbin from NVIDIA's pip wheels (no CUDA toolkit)."""
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
+from . import cuda_std_shim, dist_version
 from .cuda_flags import DEFINES, PTXAS
 from .errors import CompileError, ToolMissingError
 
@@ -41,13 +41,14 @@ def include_dirs() -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def version() -> str:
     """NVRTC and nvfatbin wheel versions (part of the cache key)."""
-    parts = []
-    for dist in ("nvidia-cuda-nvrtc", "nvidia-nvfatbin", "nvidia-cuda-cccl"):
-        try:
-            parts.append(f"{dist}=={importlib.metadata.version(dist)}")
-        except importlib.metadata.PackageNotFoundError:
-            parts.append(f"{dist}==missing")
-    return ";".join(parts)
+    try:
+        import nvidia
+
+        sites = [dist_version.site_of(root) for root in getattr(nvidia, "__path__", [])]
+    except ImportError:
+        sites = []
+    return ";".join(f"{dist}=={dist_version.version(dist, sites) or 'missing'}"
+                    for dist in ("nvidia-cuda-nvrtc", "nvidia-nvfatbin", "nvidia-cuda-cccl"))
 
 
 def _check(result, what: str, log_text: str = "", source: Path | None = None) -> None:
@@ -57,13 +58,20 @@ def _check(result, what: str, log_text: str = "", source: Path | None = None) ->
         raise CompileError("NVRTC", what, f"{err!r}\n{log_text}", source)
 
 
-def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Path | None):
+def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Path | None,
+                 use_shim: bool | None = None):
     """One NVRTC compile for one arch: (cubin, ptx, log)."""
     nvrtc, _ = _bindings()
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernels.cu", 0, [], [])
+    if use_shim is None:
+        use_shim = cuda_std_shim.applies(source)
+    names = list(cuda_std_shim.HEADERS) if use_shim else []
+    bodies = [cuda_std_shim.HEADERS[n].encode() for n in names]
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernels.cu", len(names), bodies,
+                                         [n.encode() for n in names])
     _check((err,), "nvrtcCreateProgram")
+    includes = [] if use_shim else [f"-I{d}" for d in include_dirs()]
     opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128", *DEFINES,
-            *[f"--ptxas-options={p}" for p in PTXAS], *[f"-I{d}" for d in include_dirs()], *options]
+            *[f"--ptxas-options={p}" for p in PTXAS], *includes, *options]
     try:
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)

@@ -72,3 +72,14 @@ class LibraryFormatError(JitflowError):
 
 class LoadError(JitflowError):
     """A built library could not be loaded by the TVM runtime."""
+
+
+class RemoteCacheError(JitflowError):
+    """The shared cache tier failed a request (unreachable, slow, full, refusing, misconfigured).
+
+    jitflow never lets it fail a build: it logs one warning and goes on with the local cache.
+    """
+
+
+class RemoteEntryError(RemoteCacheError):
+    """A shared-tier entry failed its checks (signature, sha256, format): it is refused and rebuilt."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config, key as keys, lower, pipeline
-from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
+from .errors import FunctionNotFoundError, InvalidInputError, JitflowError, LoadError
 from .loader import load_library
 from .pipeline import BuildInfo
 from .target import TargetSpec, resolve_target
@@ -49,6 +49,8 @@ class Executable:
         opts = dict(self.options)
         if self.target.is_cuda:
             opts["cuda_compiler"] = self.settings.cuda_compiler
+        if "relax_pipeline" in opts:
+            opts["relax_pipeline"] = keys.pipeline_key(opts["relax_pipeline"])
         return opts
 
     def _obtain(self) -> tuple[Path, dict[str, Any]]:
@@ -61,6 +63,7 @@ class Executable:
 
     def jit(self) -> Any:
         """The loaded TVM runtime module: built once, then a cache hit in every later process."""
+        self.target.check_runs_here()
         with self._lock:
             if self._module is not None:
                 return self._module
@@ -72,7 +75,13 @@ class Executable:
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
                 return cached
             library, meta = self._obtain()
-            module = load_library(library, cuda=bool(meta.get("cuda")))
+            try:
+                module = load_library(library, cuda=bool(meta.get("cuda")))
+            except LoadError:
+                if library.exists() or not self.settings.cache_enabled:
+                    raise
+                library, meta = self._obtain()  # evicted between lookup and load: look again
+                module = load_library(library, cuda=bool(meta.get("cuda")))
             if not self.settings.cache_enabled:
                 pipeline.remove_temporary(library)
             self._module = module
@@ -89,6 +98,8 @@ class Executable:
 
     def __getitem__(self, name: str) -> Any:
         module = self.jit()
+        if module.kind == "relax.VMExecutable":
+            raise InvalidInputError(f"this is a Relax model: call exe.vm(device)[{name!r}]")
         func = module.get_function(name, query_imports=True) if _has_function(module, name) else None
         if func is None:
             raise FunctionNotFoundError(name, self.functions)
@@ -100,6 +111,29 @@ class Executable:
         if "main" in names or len(names) != 1:
             return self["main"](*args)
         return self[names[0]](*args)
+
+    def vm(self, device: Any = None, memory_cfg: str | None = None) -> Any:
+        """A tvm.relax.VirtualMachine over the jitted library of a Relax module (on `device`:
+        a tvm Device, "cpu", "cuda:0", a torch.device; default the target's first device)."""
+        from .vm import virtual_machine
+
+        module = self.jit()
+        cuda = bool(self._meta.get("cuda")) if self._meta else self.target.is_cuda
+        return virtual_machine(module, device, cuda, memory_cfg)
+
+    def inspect(self) -> Any:
+        """Build if needed (a cache hit counts) and report what runs: the host code, the kernels and
+        their launches, every device allocation and copy (a jitflow.report.Report; print it)."""
+        from .inspect import inspect_folder
+
+        with self._lock:
+            library, meta = self._obtain()
+        try:
+            return inspect_folder(library.parent, meta, "build", str(self.build_info),
+                                  keep_paths=self.settings.cache_enabled)
+        finally:
+            if not self.settings.cache_enabled:
+                pipeline.remove_temporary(library)
 
     def export_library(self, path: str | os.PathLike) -> Path:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
@@ -141,11 +175,13 @@ def _has_function(module: Any, name: str) -> bool:
 def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | None = None,
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
-            cache_dir: str | os.PathLike | None = None) -> Executable:
+            cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc. target: "cuda", "c", a dict or a tvm.target.Target.
     arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU.
+    relax_pipeline (Relax modules): a name for tvm.relax.get_pipeline or a tvm.transform.Pass;
+    default TVM's pipeline for the target. A name is keyed as itself, a Pass by str(pass).
     """
     import tvm
 
@@ -164,7 +200,25 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
     options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options)}
+    if lower.is_relax(mod):
+        options["relax_pipeline"] = _relax_pipeline(relax_pipeline)
+    elif relax_pipeline is not None:
+        raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")
     return Executable(mod, spec, settings, options)
+
+
+def _relax_pipeline(value: Any) -> Any:
+    import tvm
+
+    if value is None or isinstance(value, tvm.transform.Pass):
+        return value
+    if isinstance(value, str):
+        known = sorted(tvm.relax.pipeline.PIPELINE_MAP)
+        if value not in known:
+            raise InvalidInputError(f"unknown Relax pipeline {value!r}; known: {', '.join(known)}")
+        return value
+    raise InvalidInputError(f"relax_pipeline must be a pipeline name or a tvm.transform.Pass, "
+                            f"not {type(value).__name__}")
 
 
 def load(path: str | os.PathLike) -> Any:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import LibraryFormatError
 
@@ -17,6 +17,7 @@ class FatbinEntry:
     kind: str        # "sass" or "ptx"
     arch: str        # "sm_90" for SASS, "compute_80" for PTX
     size: int
+    offset: int = field(default=-1, compare=False)   # where the payload starts in the data
 
 
 def entries(data: bytes) -> list[FatbinEntry]:
@@ -39,7 +40,14 @@ def entries(data: bytes) -> list[FatbinEntry]:
                 raise LibraryFormatError("fatbin entry out of bounds")
             name = _KINDS.get(kind, f"kind{kind}")
             prefix = "compute_" if name == "ptx" else "sm_"
-            out.append(FatbinEntry(name, f"{prefix}{arch}", payload))
+            out.append(FatbinEntry(name, f"{prefix}{arch}", payload, cur + ehdr))
             cur += ehdr + payload
         pos = (end + 7) & ~7
     return out
+
+
+def payload(data: bytes, entry: FatbinEntry) -> bytes:
+    """The bytes of one entry (a cubin ELF, PTX text, or either compressed) as `entries` found it."""
+    if entry.offset < 0 or entry.offset + entry.size > len(data):
+        raise LibraryFormatError("fatbin entry out of bounds")
+    return data[entry.offset:entry.offset + entry.size]

@@ -34,6 +34,8 @@ def load_module_spec(spec: str) -> Any:
     obj = getattr(module, name)
     import tvm
 
-    if not isinstance(obj, (tvm.IRModule, tvm.tirx.PrimFunc)) and callable(obj):
+    from .executable import Executable
+
+    if not isinstance(obj, (tvm.IRModule, tvm.tirx.PrimFunc, Executable)) and callable(obj):  # an Executable stays
         obj = obj()
     return obj

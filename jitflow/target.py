@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from . import hosts
 from .errors import TargetError
+from .hosts import DEFAULT_HOST, SUPPORTED_HOSTS, machine_host  # noqa: F401  (target.SUPPORTED_HOSTS etc.)
 
 SUPPORTED_KINDS = ("cuda", "c")
-SUPPORTED_HOSTS = ("x86_64-linux-gnu",)
-DEFAULT_HOST = "x86_64-linux-gnu"
 _ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
 
@@ -28,13 +28,21 @@ class TargetSpec:
         return self.kind == "cuda"
 
     def tvm_target(self):
-        """The tvm.target.Target used for lowering (C host; CUDA lowered for the lowest arch)."""
+        """The tvm.target.Target used for lowering (C host for self.host; CUDA for the lowest arch)."""
         import tvm
 
-        return tvm.target.Target(self.config, host="c")
+        host = hosts.TVM_CONFIG[self.host]
+        config = dict(self.config, **{k: v for k, v in host.items() if k != "kind"}) if self.kind == "c" \
+            else self.config
+        return tvm.target.Target(config, host=host)
 
     def describe(self) -> str:
-        return f"{self.kind} ({', '.join(self.archs)})" if self.archs else self.kind
+        text = f"{self.kind} ({', '.join(self.archs)})" if self.archs else self.kind
+        return text if self.host == machine_host() else f"{text} for {self.host}"
+
+    def check_runs_here(self) -> None:
+        """Raise LoadError when the library is for another CPU than this machine's (export it instead)."""
+        hosts.check_runs_here(self.host)
 
     def canonical(self) -> str:
         """Stable text of everything about the target that decides the library's bytes."""
@@ -148,12 +156,32 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _named_host(target: Any) -> str | None:
+    """The host triple inside a dict or tvm.target.Target (its 'host' entry), if any."""
+    if isinstance(target, str) and target.strip().startswith("{"):
+        try:
+            target = json.loads(target)
+        except json.JSONDecodeError:
+            return None   # _config_of reports it
+    if isinstance(target, dict):
+        host = target.get("host")
+    elif type(target).__name__ == "Target" and hasattr(target, "export"):
+        host = getattr(target, "host", None)
+    else:
+        return None
+    if type(host).__name__ == "Target" and hasattr(host, "export"):
+        host = _plain(host.export())
+    return hosts.from_tvm(host)
+
+
 def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> TargetSpec:
-    """Validate target + arch (+ host) and return the TargetSpec; raises TargetError with the fix."""
+    """Validate target + arch (+ host) and return the TargetSpec; raises TargetError with the fix.
+
+    host: a triple from SUPPORTED_HOSTS; default the target's own host (an llvm host's mtriple),
+    else the machine running this process.
+    """
     config, named_arch = _config_of(target)
-    host = host or DEFAULT_HOST
-    if host not in SUPPORTED_HOSTS:
-        raise TargetError(f"unsupported host {host!r}; supported: {', '.join(SUPPORTED_HOSTS)}")
+    host = hosts.resolve(host, _named_host(target))
     kind = config["kind"]
     if kind == "c":
         if arch is not None:

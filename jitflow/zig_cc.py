@@ -1,17 +1,20 @@
 """The C toolchain: the zig cc bundled in the `ziglang` wheel (no system compiler, no LLVM install)."""
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+from . import dist_version
 from .errors import CompileError, ToolMissingError
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
-ZIG_TARGETS = {"x86_64-linux-gnu": "x86_64-linux-gnu.2.17"}
+#: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
+#: build machine's, so a library runs on any CPU of its architecture.
+ZIG_TARGETS = {"x86_64-linux-gnu": "x86_64-linux-gnu.2.17",
+               "aarch64-linux-gnu": "aarch64-linux-gnu.2.17"}
 _FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
           "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
 
@@ -32,9 +35,10 @@ def zig_binary() -> str:
 @lru_cache(maxsize=1)
 def version() -> str:
     """Version of zig (part of the cache key): the wheel's metadata, else `zig version`."""
-    try:
-        return importlib.metadata.version("ziglang")
-    except importlib.metadata.PackageNotFoundError:
+    found = dist_version.version("ziglang", [dist_version.site_of(Path(zig_binary()).parent)])
+    if found:
+        return found
+    else:
         proc = subprocess.run([zig_binary(), "version"], capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not proc.stdout.strip():
             raise ToolMissingError("zig does not run (`zig version` failed); reinstall ziglang") from None
@@ -48,27 +52,45 @@ def _env(zig_cache: Path) -> dict[str, str]:
     return env
 
 
+class Job:
+    """A zig cc process running in the background (the host compiles while NVRTC works)."""
+
+    def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None) -> None:
+        zig_cache.mkdir(parents=True, exist_ok=True)
+        self.command = [zig_binary(), "cc", *args]
+        self.source = source
+        try:
+            self.proc = subprocess.Popen(self.command, cwd=cwd, env=_env(zig_cache), stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, text=True)
+        except OSError as exc:
+            raise CompileError("zig cc", self.command, str(exc), source) from None
+
+    def wait(self) -> str:
+        """Wait for zig; raise CompileError with the command and log on failure."""
+        out, _ = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise CompileError("zig cc", self.command, out, self.source)
+        return out
+
+    def cancel(self) -> None:
+        """Stop zig when the build failed elsewhere."""
+        self.proc.kill()
+        self.proc.communicate()
+
+
 def run(args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None) -> str:
-    """Run `zig cc ARGS` in cwd; raise CompileError with the command and log on failure."""
-    zig_cache.mkdir(parents=True, exist_ok=True)
-    cmd = [zig_binary(), "cc", *args]
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=_env(zig_cache), capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise CompileError("zig cc", cmd, str(exc), source) from None
-    if proc.returncode != 0:
-        raise CompileError("zig cc", cmd, proc.stdout + proc.stderr, source)
-    return proc.stdout + proc.stderr
+    """Run `zig cc ARGS` in cwd and wait for it."""
+    return Job(args, cwd, zig_cache, source).wait()
 
 
 def flags(host: str, cwd: Path) -> list[str]:
     return ["-target", ZIG_TARGETS[host], *[f.format(cwd=cwd) for f in _FLAGS]]
 
 
-def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path) -> None:
-    """C source -> position-independent object file."""
+def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path) -> Job:
+    """Start compiling C source -> position-independent object file; call .wait() on the result."""
     cwd = out.parent
-    run([*flags(host, cwd), *[f"-I{d}" for d in include_dirs], "-c", os.path.relpath(source, cwd),
+    return Job([*flags(host, cwd), *[f"-I{d}" for d in include_dirs], "-c", os.path.relpath(source, cwd),
          "-o", out.name], cwd=cwd, zig_cache=zig_cache, source=source)
 
 

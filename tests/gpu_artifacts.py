@@ -11,10 +11,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import jitflow  # noqa: E402
 import kernels  # noqa: E402
+import models  # noqa: E402
 
 ARTIFACTS = {
     "vecadd.so": lambda: jitflow.compile(kernels.vecadd_cuda(), "cuda", arch=["sm_80", "sm_90"]),
     "matmul_shared.so": lambda: jitflow.compile(kernels.matmul_shared(), "cuda", arch="sm_90"),
+    "mlp.so": lambda: jitflow.compile(models.mlp(), "cuda", arch=["sm_80", "sm_90"]),
 }
 
 

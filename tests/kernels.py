@@ -75,3 +75,16 @@ def matmul_shared(n: int = 256, tile: int = 16):
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
     return sch.mod
+
+
+def libm_calls(n: int = 64):
+    """C = exp(A) + log(A) + A ** 1.5 (A > 0): host C that calls expf, logf and powf from libm."""
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((n,), "float32"), C: T.Buffer((n,), "float32")):
+        for i in range(n):
+            with T.sblock("C"):
+                vi = T.axis.spatial(n, i)
+                C[vi] = T.exp(A[vi]) + T.log(A[vi]) + T.pow(A[vi], T.float32(1.5))
+
+    return tvm.IRModule({"main": main})

@@ -87,3 +87,11 @@ def test_export_does_not_leave_partial_files(cache_dir, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["a.so"]
     with pytest.raises(jitflow.errors.InvalidInputError, match="does not exist"):
         exe.export_library(tmp_path / "missing" / "a.so")
+
+
+def test_float16_on_the_cpu(cache_dir):
+    a = np.random.rand(256).astype("float16")
+    b = np.random.rand(256).astype("float16")
+    c = _tensor(np.zeros(256, "float16"))
+    jitflow.compile(kernels.vecadd(256, "float16"), "c")["main"](_tensor(a), _tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a + b, rtol=1e-3)

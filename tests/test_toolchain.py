@@ -5,10 +5,9 @@ import os
 import stat
 import sys
 
-from elftools.elf.elffile import ELFFile
-
 import jitflow
 import kernels
+from jitflow import elf_info
 from conftest import run_python
 
 
@@ -41,32 +40,35 @@ def test_builds_with_no_c_compiler_available(cache_dir, tmp_path):
     assert not marker.exists(), f"a system tool was called: {marker.read_text()}"
 
 
-def _glibc_versions(path):
-    versions = set()
-    with open(path, "rb") as f:
-        elf = ELFFile(f)
-        section = elf.get_section_by_name(".gnu.version_r")
-        if section is not None:
-            for _verneed, aux in section.iter_versions():
-                for a in aux:
-                    if a.name.startswith("GLIBC_"):
-                        versions.add(tuple(int(x) for x in a.name[6:].split(".")))
-        needed = [t.needed for t in elf.get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-        symbols = [s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()]
-    return versions, needed, symbols
+#: What a library may link besides the TVM runtime symbols resolved at load time.
+PORTABLE_NEEDED = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0"}
+
+
+def check_portable(info: elf_info.ElfInfo, machine: str) -> None:
+    """The library is for `machine`, 64-bit, links only libc/libm/libdl/libpthread, needs glibc <= 2.17."""
+    assert (info.machine, info.elf_class) == (machine, 64)
+    assert set(info.needed) <= PORTABLE_NEEDED, info.needed
+    if info.glibc_baseline is not None:
+        assert tuple(int(x) for x in info.glibc_baseline.split(".")) <= (2, 17), info.glibc_baseline
+    assert not any("ubsan" in s for s in info.exported)
+    assert "__tvm_ffi_main" in info.exported
 
 
 def test_library_is_optimized_portable_and_sanitizer_free(cache_dir, tmp_path):
-    exe = jitflow.compile(kernels.matmul(64), "c")
+    exe = jitflow.compile(kernels.matmul(64), "c", host="x86_64-linux-gnu")
     out = exe.export_library(tmp_path / "mm.so")
-    versions, needed, symbols = _glibc_versions(out)
-    assert all(v <= (2, 17) for v in versions), versions
-    assert set(needed) <= {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0"}, needed
-    assert not any("ubsan" in s for s in symbols)
-    assert "__tvm_ffi_main" in symbols
+    check_portable(elf_info.read(out), "x86_64")
     assert out.stat().st_size < 200_000  # a debug build with the UBSan runtime is megabytes
-    with open(out, "rb") as f:
-        assert ELFFile(f).header["e_machine"] == "EM_X86_64"
+
+
+def test_libm_calls_keep_the_glibc_2_17_baseline(cache_dir, tmp_path):
+    # expf, logf and powf gained new symbol versions in glibc 2.27; linked against a newer glibc
+    # without the 2.17 target the library would require GLIBC_2.27 and fail to load on older systems.
+    exe = jitflow.compile(kernels.libm_calls(), "c", host="x86_64-linux-gnu")
+    info = elf_info.read(exe.export_library(tmp_path / "libm.so"))
+    check_portable(info, "x86_64")
+    assert "libm.so.6" in info.needed
+    assert info.glibc_baseline == "2.2.5"   # x86-64's first glibc symbol version
 
 
 def test_zig_cache_lives_under_the_configured_folder(tmp_path, monkeypatch):

@@ -1,0 +1,67 @@
+"""Build progress on a terminal: one status line for builds that take more than a moment."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import TextIO
+
+#: builds shorter than this print nothing.
+DELAY_SECONDS = 1.5
+
+
+def enabled(stream: TextIO) -> bool:
+    """JITFLOW_PROGRESS=1 forces progress, 0 silences it; by default only terminals get it."""
+    setting = os.environ.get("JITFLOW_PROGRESS", "auto").strip().lower()
+    if setting in ("1", "true", "yes", "on"):
+        return True
+    if setting in ("0", "false", "no", "off"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+class Progress:
+    """Shows `jitflow: building <what> | <stage> | <seconds>` after DELAY_SECONDS, updated in place."""
+
+    def __init__(self, what: str, stream: TextIO | None = None, delay: float = DELAY_SECONDS) -> None:
+        self.what = what
+        self.stream = stream or sys.stderr
+        self.delay = delay
+        self.stage = "starting"
+        self.done: list[str] = []
+        self.start = time.perf_counter()
+        self.shown = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if enabled(self.stream):
+            self._thread = threading.Thread(target=self._run, name="jitflow-progress", daemon=True)
+            self._thread.start()
+
+    def set(self, stage: str) -> None:
+        self.stage = stage
+
+    def finished(self, item: str) -> None:
+        self.done.append(item)
+
+    def _line(self) -> str:
+        done = f" | done: {', '.join(self.done)}" if self.done else ""
+        return f"jitflow: building {self.what} | {self.stage}{done} | {time.perf_counter() - self.start:.1f} s"
+
+    def _run(self) -> None:
+        if self._stop.wait(self.delay):
+            return
+        while not self._stop.is_set():
+            self.stream.write("\r\x1b[2K" + self._line())
+            self.stream.flush()
+            self.shown = True
+            self._stop.wait(0.25)
+
+    def close(self, outcome: str = "done") -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.shown:
+            self.stage = outcome
+            self.stream.write("\r\x1b[2K" + self._line() + "\n")
+            self.stream.flush()

@@ -1,0 +1,204 @@
+"""The shared cache tier's interface: a store of named bytes with an expiring lock, chosen by URL.
+
+Redis is the first backend (remote_redis.py); JITFLOW_REMOTE_CACHE=module:Class selects another.
+How the tier takes part in a build is remote_tier.py; this module also answers `check()` and
+`stats()` for the doctor and cache info commands.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+from pathlib import Path
+from abc import ABC, abstractmethod
+from typing import NamedTuple
+
+from .config import RemoteSettings, resolve_remote
+from .errors import RemoteCacheError
+
+#: URL schemes -> "module:Class" of the backend that serves them.
+SCHEMES = {
+    "redis": "jitflow.remote_redis:RedisBackend",
+    "rediss": "jitflow.remote_redis:RedisBackend",
+    "unix": "jitflow.remote_redis:RedisBackend",
+}
+
+#: Counter names of stats(): shared entries loaded, lookups without a usable entry (built here),
+#: entries refused by their checks, entries sent, entries too large to send, failed requests.
+COUNTERS = ("hits", "misses", "refusals", "stored", "too_large", "errors")
+
+_counts = dict.fromkeys(COUNTERS, 0)
+_counts_lock = threading.Lock()
+
+
+class Check(NamedTuple):
+    """One line of a health check: whether it passed, what was seen, and how to fix it."""
+
+    ok: bool
+    message: str
+    fix: str = ""
+
+
+class RemoteBackend(ABC):
+    """A store of named byte strings with an expiring lock; names look like 'v1:entry:<key>'.
+
+    Methods raise RemoteCacheError (or anything else: the caller treats every exception as the
+    tier failing) and must give up within the timeout they were built with.
+    """
+
+    @classmethod
+    def from_url(cls, url: str, timeout: float) -> RemoteBackend:
+        """Build the backend from JITFLOW_REMOTE_CACHE (for module:Class backends, that string)."""
+        return cls()
+
+    @abstractmethod
+    def get(self, name: str) -> bytes | None:
+        """The bytes stored under `name`, or None."""
+
+    @abstractmethod
+    def put(self, name: str, data: bytes, ttl: float | None = None) -> None:
+        """Store `data` under `name` (replacing it), forgotten after `ttl` seconds if given."""
+
+    @abstractmethod
+    def acquire(self, name: str, token: str, ttl: float) -> bool:
+        """Take the lock `name` for `ttl` seconds unless another token holds it."""
+
+    @abstractmethod
+    def renew(self, name: str, token: str, ttl: float) -> bool:
+        """Extend the lock to `ttl` seconds from now if `token` still holds it; False if it was lost."""
+
+    @abstractmethod
+    def release(self, name: str, token: str) -> None:
+        """Free the lock if `token` holds it."""
+
+    def describe(self) -> str:
+        """Where the tier is, without secrets (for messages)."""
+        return type(self).__name__
+
+    def check(self) -> list[Check]:
+        """Health of the store for `doctor`: by default, a probe written and read back."""
+        try:
+            self.put("probe", b"ok", ttl=10)
+            ok = self.get("probe") == b"ok"
+        except Exception as exc:
+            return [Check(False, f"shared tier {self.describe()}: {exc}", "see the backend's documentation")]
+        return [Check(ok, f"shared tier {self.describe()}: " + ("read and write work" if ok else "probe lost"))]
+
+    def close(self) -> None:
+        """Drop connections (the backend is not used afterwards)."""
+
+
+def open_backend(url: str, timeout: float) -> RemoteBackend:
+    """The backend for a JITFLOW_REMOTE_CACHE value: a URL (redis://...) or module:Class."""
+    if "://" in url:
+        scheme = url.split("://", 1)[0].lower()
+        target = SCHEMES.get(scheme)
+        if target is None:
+            raise RemoteCacheError(f"JITFLOW_REMOTE_CACHE: unknown scheme {scheme!r}; "
+                                   f"use one of {', '.join(s + '://' for s in SCHEMES)} or module:Class")
+    elif ":" in url:
+        target = url
+    else:
+        raise RemoteCacheError(f"JITFLOW_REMOTE_CACHE={url!r} is neither a URL (redis://host:6379/0) "
+                               "nor module:Class")
+    module_name, _, class_name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise RemoteCacheError(f"cannot load the shared-tier backend {target}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, RemoteBackend)):
+        raise RemoteCacheError(f"{target} is not a jitflow.remote_cache.RemoteBackend")
+    return cls.from_url(url, timeout)
+
+
+STATS_FILE = "remote_stats.json"
+
+
+def count(name: str, n: int = 1) -> None:
+    """Add to one of this process's shared-tier counters (COUNTERS)."""
+    with _counts_lock:
+        _counts[name] += n
+
+
+def stats() -> dict[str, int]:
+    """This process's shared-tier counters: hits, misses, refusals, stored, too_large, errors."""
+    with _counts_lock:
+        return dict(_counts)
+
+
+_persist_to: set[str] = set()
+
+
+def persist_at_exit(cache_root: Path) -> None:
+    """Add this process's counters to the cache's machine-wide totals when it exits."""
+    import atexit
+
+    with _counts_lock:
+        if not _persist_to:
+            atexit.register(_persist)
+        _persist_to.add(str(cache_root))
+
+
+def _persist() -> None:
+    from filelock import FileLock
+
+    counts = stats()
+    if not any(counts.values()):
+        return
+    for root in _persist_to:
+        path = Path(root) / STATS_FILE
+        try:
+            with FileLock(str(path) + ".lock", timeout=2):
+                totals = machine_stats(Path(root))
+                for name, n in counts.items():
+                    totals[name] = totals.get(name, 0) + n
+                path.write_text(json.dumps(totals, sort_keys=True))
+        except Exception:  # noqa: BLE001 - statistics must never fail a process at exit
+            pass
+
+
+def machine_stats(cache_root: Path) -> dict[str, int]:
+    """Shared-tier counters of every process that used this cache (as `jitflow cache info` shows)."""
+    try:
+        data = json.loads((Path(cache_root) / STATS_FILE).read_text())
+        return {k: int(v) for k, v in data.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def reset_stats() -> None:
+    """Set this process's counters back to zero."""
+    with _counts_lock:
+        _counts.update(dict.fromkeys(COUNTERS, 0))
+
+
+def _signing_check(settings: RemoteSettings) -> Check:
+    if settings.secret:
+        return Check(True, "signing key set: shared entries are signed and checked (JITFLOW_REMOTE_CACHE_KEY)")
+    new_key = "python -c 'import secrets; print(secrets.token_hex(32))'"
+    if settings.unsigned:
+        return Check(False, "shared entries are not signed (JITFLOW_REMOTE_CACHE_UNSIGNED=1): anyone who can "
+                     "write to the tier can run code on every node",
+                     f"set JITFLOW_REMOTE_CACHE_KEY to one secret on every node (make one: {new_key})")
+    return Check(False, "no signing key: the shared tier is off (JITFLOW_REMOTE_CACHE_KEY is unset)",
+                 f"set JITFLOW_REMOTE_CACHE_KEY to one secret on every node (make one: {new_key})")
+
+
+def check(settings: RemoteSettings | None = None) -> list[Check]:
+    """Health of the shared tier for `doctor`: configured, backend loads, reachable, authenticated,
+    readable and writable (per backend), signing key set. Never raises."""
+    settings = settings or resolve_remote()
+    if not settings.url:
+        return [Check(True, "shared cache tier: not configured (JITFLOW_REMOTE_CACHE unset); local cache only")]
+    try:
+        backend = open_backend(settings.url, settings.timeout)
+    except RemoteCacheError as exc:
+        return [Check(False, str(exc), "fix JITFLOW_REMOTE_CACHE, or install the backend "
+                                       "(pip install 'jitflow[redis]')"), _signing_check(settings)]
+    try:
+        results = list(backend.check())
+    except Exception as exc:  # a third-party backend's check must not break doctor
+        results = [Check(False, f"shared tier {backend.describe()}: check failed: {exc}")]
+    finally:
+        backend.close()
+    return results + [_signing_check(settings)]
