@@ -9,13 +9,10 @@ Needs redis-server and the redis package (pip install 'jitflow[redis]'). CPU tar
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -23,6 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from redis_server import RedisServer, redis_missing  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fresh_process  # noqa: E402
+
 
 CHILD = """
 import time
@@ -45,14 +46,7 @@ print(json.dumps({{"imports": t1 - t0, "module": t2 - t1, "callable": t3 - t2, "
 
 def run_child(expect: str, env: dict[str, str]) -> dict[str, float]:
     code = CHILD.format(paths=[str(ROOT), str(ROOT / "tests")], expect=expect)
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{expect} run failed:\n{proc.stderr}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    out["process"] = wall
-    return out
+    return fresh_process.run(code, env, expect)
 
 
 def main() -> None:

@@ -12,17 +12,18 @@ the module's construction (what jitflow can change); 'process' is the whole inte
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fresh_process  # noqa: E402
+
 
 CHILD = """
 import time
@@ -68,14 +69,7 @@ def run_child(mode: str, target: str, arch: str | None, env: dict[str, str],
         make = "models.mlp(batch=32, d_in=784, hidden=512, d_out=10)"
     code = CHILD.format(paths=[str(ROOT), str(ROOT / "tests")], make=make, mode=mode, target=target,
                         arch=arch, tvm_target=tvm_target, device=device, vm=model == "mlp")
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{mode} run failed:\n{proc.stderr}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    out["process"] = wall
-    return out
+    return fresh_process.run(code, env, mode)
 
 
 def main() -> None:

@@ -38,11 +38,10 @@ def version() -> str:
     found = dist_version.version("ziglang", [dist_version.site_of(Path(zig_binary()).parent)])
     if found:
         return found
-    else:
-        proc = subprocess.run([zig_binary(), "version"], capture_output=True, text=True, check=False)
-        if proc.returncode != 0 or not proc.stdout.strip():
-            raise ToolMissingError("zig does not run (`zig version` failed); reinstall ziglang") from None
-        return proc.stdout.strip()
+    proc = subprocess.run([zig_binary(), "version"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise ToolMissingError("zig does not run (`zig version` failed); reinstall ziglang")
+    return proc.stdout.strip()
 
 
 def _env(zig_cache: Path) -> dict[str, str]:
