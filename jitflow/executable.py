@@ -71,7 +71,10 @@ class Executable:
             with _LOADED_LOCK:
                 cached = _LOADED.get(memo) if self.settings.cache_enabled else None
             if cached is not None:
+                from .cache import Cache
+
                 self._module = cached
+                self._meta = Cache(self.settings.cache_dir).read_meta(self.key)
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
                 return cached
             library, meta = self._obtain()

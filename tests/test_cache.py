@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import tvm
 
 import jitflow
@@ -122,7 +123,9 @@ def test_in_process_memo_across_executables(cache_dir):
     a = jitflow.compile(kernels.axpb(12.0), "c")
     b = jitflow.compile(kernels.axpb(12.0), "c")
     assert a.jit() is b.jit()
-    assert b.build_info.outcome == "memory"
+    assert b.build_info.outcome == "memory" and b.functions == ["main"]
+    with pytest.raises(jitflow.errors.FunctionNotFoundError, match="'main'"):
+        b["mian"]
     x = tvm.runtime.tensor(np.ones(64, "float32"))
     y = tvm.runtime.tensor(np.zeros(64, "float32"))
     b["main"](x, y)
