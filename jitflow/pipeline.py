@@ -140,7 +140,7 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
             meta = build_into(folder, mod, spec, settings, options, info.stages, progress)
         info.outcome, info.total, info.library = "built", time.perf_counter() - start, folder / LIBRARY
         log.info("jitflow: %s (cache disabled)", info)
-        return folder / LIBRARY, dict(meta, key=key, key_inputs=inputs, versions=inputs["versions"]), info
+        return folder / LIBRARY, dict(_with_inputs(meta, inputs), key=key), info
     cache = Cache(settings.cache_dir)
     found = cache.lookup(key, inputs)
     if found is None:
@@ -162,22 +162,28 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
                 try:
                     with cache.staging(key) as folder, _progress(key, spec) as progress:
                         meta = build_into(folder, mod, spec, settings, options, info.stages, progress)
-                        meta = dict(meta, stages=dict(info.stages), key_inputs=inputs, versions=inputs["versions"])
+                        meta = dict(_with_inputs(meta, inputs), stages=dict(info.stages))
                         with _Clock(info.stages, progress).stage("store"):
                             lib = cache.publish(key, folder, meta)
                 except (OSError, CompileError) as exc:  # a full disk shows up as either; nothing half-written stays
-                    if isinstance(exc, CompileError) and not _out_of_space(cache.root):
+                    full = _out_of_space(cache.root)
+                    if isinstance(exc, CompileError) and not full:
                         raise
-                    reason = "no space left on the device" if _out_of_space(cache.root) else str(exc)
+                    reason = "no space left on the device" if full else str(exc)
                     raise CacheError(f"cannot write the cache entry under {cache.root}: {reason}; "
                                      "free space, or set JITFLOW_CACHE_DIR elsewhere or JITFLOW_CACHE=0") from None
                 found = lib, cache.read_meta(key) or meta
                 shared.share()
-            if info.outcome in ("built", "shared"):
-                cache_admin.prune(cache, max_size=settings.cache_max_size, keep=key)
+        if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
+            cache_admin.prune(cache, max_size=settings.cache_max_size, keep=key)
     info.total, info.library = time.perf_counter() - start, found[0]
     log.info("jitflow: %s", info)
     return found[0], found[1], info
+
+
+def _with_inputs(meta: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """Build metadata plus what went into the key (checked again on every lookup)."""
+    return dict(meta, key_inputs=inputs, versions=inputs["versions"])
 
 
 _warned_fallback = False
