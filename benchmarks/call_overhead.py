@@ -39,11 +39,11 @@ def main() -> None:
     parser.add_argument("--arch", default=None)
     parser.add_argument("--calls", type=int, default=20000)
     args = parser.parse_args()
+    import kernels
     import torch
     import tvm
 
     import jitflow
-    import kernels
     from jitflow.target import visible_gpu_arch
 
     arch = args.arch or visible_gpu_arch() or "sm_90"

@@ -28,8 +28,9 @@ def main() -> None:
         subprocess.run(cmd + ["--child"], check=True)
         return
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-    import jitflow
     import kernels
+
+    import jitflow
 
     arch = args.arch if args.target == "cuda" else None
     if args.model == "mlp":

@@ -13,7 +13,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +22,6 @@ from redis_server import RedisServer, redis_missing  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fresh_process  # noqa: E402
-
 
 CHILD = """
 import time

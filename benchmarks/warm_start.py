@@ -16,14 +16,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fresh_process  # noqa: E402
-
 
 CHILD = """
 import time

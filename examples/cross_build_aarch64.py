@@ -12,7 +12,7 @@ import tvm
 from tvm.script import tirx as T
 
 import jitflow
-from jitflow import elf_info
+from jitflow.report import read_elf
 
 N = 1024
 HOST = "aarch64-linux-gnu"
@@ -44,7 +44,7 @@ def main(out_dir: Path) -> None:
     }
     for name, exe in builds.items():
         path = exe.export_library(out_dir / name)
-        info = elf_info.read(path)
+        info = read_elf(path)
         glibc = f"glibc {info.glibc_baseline} or newer" if info.glibc_baseline else "no glibc version needed"
         print(f"{path}: {info.machine}, {info.elf_class}-bit, {glibc}, "
               f"links {', '.join(info.needed) or 'nothing'} ({exe.build_info})")

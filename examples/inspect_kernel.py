@@ -9,7 +9,7 @@ from tvm.script import tirx as T
 
 import jitflow
 from jitflow.errors import ToolMissingError
-from jitflow.report_diff import diff
+from jitflow.report import diff
 
 N = 4096
 

@@ -14,7 +14,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 import jitflow
-from jitflow.vm_memory import storage_plan
+from jitflow.report import storage_plan
 
 BATCH, D_IN, HIDDEN, D_OUT = 8, 64, 128, 10
 

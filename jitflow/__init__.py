@@ -4,18 +4,23 @@
     exe.jit()["main"](a, b, c)
     exe.export_library("kernel.so"); jitflow.load("kernel.so")
     jitflow.compile(relax_mod, "c").vm("cpu")["main"](x)        # Relax models: a VirtualMachine
+
+The public API is what this module exports, `jitflow.errors`, and the report types in
+`jitflow.report`; every other module is internal and may change.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from . import errors
+from ._version import __version__
+from .builder.clock import BuildInfo
+from .builder.parallel import BuildResult, build_all
+from .config import log_level as _log_level
 from .errors import JitflowError
 from .executable import Executable, compile, load
-from .vm import load_vm
-from .parallel import BuildResult, build_all
-from .logs import configure_from_env as _configure_logging
+from .logs import configure as _configure_logging
+from .runtime.vm import load_vm
 
-_configure_logging()
+_configure_logging(_log_level())
 
-__all__ = ["BuildResult", "Executable", "JitflowError", "build_all", "compile", "errors", "load", "load_vm", "__version__"]
+__all__ = ["BuildInfo", "BuildResult", "Executable", "JitflowError", "build_all", "compile", "errors", "load",
+           "load_vm", "__version__"]

@@ -1,12 +1,14 @@
 """Every setting of jitflow in one place: explicit arguments, then JITFLOW_* variables, then defaults."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InvalidInputError
+from .logs import warn_once
 
 CUDA_COMPILERS = ("nvrtc", "nvcc")
 
@@ -54,6 +56,33 @@ def parse_duration(text: str, what: str = "duration") -> float:
     if not m:
         raise InvalidInputError(f"{what} {text!r} is not a duration; use for example 30d, 12h or 90m")
     return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+
+
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+PROGRESS_MODES = {"auto": "auto", **dict.fromkeys(_TRUE, "on"), **dict.fromkeys(_FALSE, "off")}
+
+
+def log_level() -> int | None:
+    """The level JITFLOW_LOG asks for, or None when it is unset (logging is then the application's)."""
+    raw = os.environ.get("JITFLOW_LOG", "").strip().lower()
+    if not raw:
+        return None
+    if raw not in LOG_LEVELS:
+        warn_once("JITFLOW_LOG", "jitflow: JITFLOW_LOG=%r is not a level (use %s); logging at info",
+                  raw, ", ".join(LOG_LEVELS))
+        return logging.INFO
+    return LOG_LEVELS[raw]
+
+
+def progress_mode() -> str:
+    """JITFLOW_PROGRESS as 'auto' (terminals only), 'on' or 'off'."""
+    raw = os.environ.get("JITFLOW_PROGRESS", "").strip().lower()
+    if not raw:
+        return "auto"
+    if raw not in PROGRESS_MODES:
+        warn_once("JITFLOW_PROGRESS", "jitflow: JITFLOW_PROGRESS=%r is not auto, 1 or 0; using auto", raw)
+        return "auto"
+    return PROGRESS_MODES[raw]
 
 
 def default_cache_dir() -> Path:
@@ -127,6 +156,7 @@ class Settings:
     zig_cache_dir: Path
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
+    progress: str = "auto"
 
 
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
@@ -148,4 +178,4 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     zig_dir = Path(zig_env).expanduser().absolute() if zig_env else directory / "zig"
     max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
-                    cache_max_size=max_size, remote=resolve_remote())
+                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode())

@@ -8,11 +8,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, key as keys, lower, pipeline
+from . import config, pipeline
+from .builder import prepare
+from .builder.clock import BuildInfo
+from .cache.disk import Cache
+from .cache.key import compute_key, module_text, pipeline_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError, LoadError
-from .loader import load_library
-from .pipeline import BuildInfo
+from .formats.vm_program import KIND as VM_KIND
+from .runtime.load import load_library
 from .target import TargetSpec, resolve_target
+from .toolchain.versions import tool_versions
 
 _LOADED: dict[tuple[str, str], Any] = {}   # (cache dir, key) -> runtime module, for the process
 _LOADED_LOCK = threading.Lock()
@@ -40,9 +45,9 @@ class Executable:
     def key(self) -> str:
         """The cache key (sha256 hex) of this module, target, options and tool versions."""
         if self._key is None:
-            text = keys.module_text(self.mod)
-            versions = keys.tool_versions(self.target, self.settings.cuda_compiler)
-            self._key = keys.compute(text, self.target, self._key_options(), versions)
+            text = module_text(self.mod)
+            versions = tool_versions(self.target, self.settings.cuda_compiler)
+            self._key = compute_key(text, self.target, self._key_options(), versions)
         return self._key[0]
 
     def _key_options(self) -> dict[str, Any]:
@@ -50,7 +55,7 @@ class Executable:
         if self.target.is_cuda:
             opts["cuda_compiler"] = self.settings.cuda_compiler
         if "relax_pipeline" in opts:
-            opts["relax_pipeline"] = keys.pipeline_key(opts["relax_pipeline"])
+            opts["relax_pipeline"] = pipeline_key(opts["relax_pipeline"])
         return opts
 
     def _obtain(self) -> tuple[Path, dict[str, Any]]:
@@ -71,8 +76,6 @@ class Executable:
             with _LOADED_LOCK:
                 cached = _LOADED.get(memo) if self.settings.cache_enabled else None
             if cached is not None:
-                from .cache import Cache
-
                 self._module = cached
                 self._meta = Cache(self.settings.cache_dir).read_meta(self.key)
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
@@ -101,7 +104,7 @@ class Executable:
 
     def __getitem__(self, name: str) -> Any:
         module = self.jit()
-        if module.kind == "relax.VMExecutable":
+        if module.kind == VM_KIND:
             raise InvalidInputError(f"this is a Relax model: call exe.vm(device)[{name!r}]")
         func = module.get_function(name, query_imports=True) if _has_function(module, name) else None
         if func is None:
@@ -118,7 +121,7 @@ class Executable:
     def vm(self, device: Any = None, memory_cfg: str | None = None) -> Any:
         """A tvm.relax.VirtualMachine over the jitted library of a Relax module (on `device`:
         a tvm Device, "cpu", "cuda:0", a torch.device; default the target's first device)."""
-        from .vm import virtual_machine
+        from .runtime.vm import virtual_machine
 
         module = self.jit()
         cuda = bool(self._meta.get("cuda")) if self._meta else self.target.is_cuda
@@ -127,7 +130,7 @@ class Executable:
     def inspect(self) -> Any:
         """Build if needed (a cache hit counts) and report what runs: the host code, the kernels and
         their launches, every device allocation and copy (a jitflow.report.Report; print it)."""
-        from .inspect import inspect_folder
+        from .report.gather import inspect_folder
 
         with self._lock:
             library, meta = self._obtain()
@@ -189,11 +192,11 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
     import tvm
 
     if isinstance(mod, tvm.tirx.PrimFunc):
-        mod = lower.prepare(mod)
+        mod = prepare.prepare(mod)
     elif not isinstance(mod, tvm.IRModule):
         raise InvalidInputError(f"mod must be a tvm.IRModule or a tirx PrimFunc, not {type(mod).__name__}")
     else:
-        mod = lower.prepare(mod)
+        mod = prepare.prepare(mod)
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
     spec = resolve_target(target, arch, host)
@@ -203,7 +206,7 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
     options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options)}
-    if lower.is_relax(mod):
+    if prepare.is_relax(mod):
         options["relax_pipeline"] = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")

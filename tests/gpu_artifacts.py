@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import jitflow  # noqa: E402
+
 import kernels  # noqa: E402
 import models  # noqa: E402
 

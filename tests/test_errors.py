@@ -1,13 +1,13 @@
 """Bad input and failing tools: a jitflow error that names the cause and the fix."""
 from __future__ import annotations
 
+import jitflow
 import numpy as np
 import pytest
 import tvm
-
-import jitflow
-import kernels
 from jitflow import errors
+
+import kernels
 
 
 def test_not_a_module():
@@ -69,7 +69,7 @@ def test_device_compile_failure_has_command_log_and_kept_source(cache_dir):
 
 
 def test_missing_nvcc_names_the_fix(cache_dir, monkeypatch, tmp_path):
-    from jitflow import cuda_nvcc
+    from jitflow.toolchain import nvcc as cuda_nvcc
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)

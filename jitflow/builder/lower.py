@@ -1,0 +1,168 @@
+"""IRModule -> TVM's C host source plus the imports blob holding the device modules' CUDA source.
+
+jitflow owns device compilation: while lowering, TVM's CUDA compile callback is replaced by
+one that hands the source back untouched, so TVM never runs NVRTC itself, with or without a
+CUDA driver on the machine.
+
+A module with Relax functions lowers to a VM executable: the blob's first module is then the
+VM's bytecode and constants ("relax.VMExecutable"), which imports the host library ("_lib",
+built from the C source), which imports the CUDA modules.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..errors import LibraryFormatError, LoweringError, ScheduleError
+from ..formats import library_blob, vm_program
+from ..formats.library_blob import CudaPayload, LibraryBlob
+from ..target import TargetSpec
+from .host_c import host_source
+from .prepare import check_thread_binding, is_relax
+
+_CALLBACK = "tvm_callback_cuda_compile"
+_DEFERRED = "// jitflow: device code compiled ahead of time\n"
+_LOCK = threading.Lock()
+_ENTRY_RE = re.compile(r"TVM_DLL int32_t __tvm_ffi_([A-Za-z_][A-Za-z0-9_]*)\(void\* self_handle")
+
+
+@dataclass
+class DeviceSource:
+    """One CUDA device module: its place in the import tree, its source and its kernel table."""
+
+    index: int
+    source: str
+    payload: CudaPayload
+
+
+@dataclass
+class Lowered:
+    """What lowering produced: host C, the imports blob (or None) and the CUDA sources in it.
+
+    vm_functions is None for a library of kernels; for a Relax VM executable it lists the
+    functions a VirtualMachine over the library can call.
+    """
+
+    host_c: str
+    blob: LibraryBlob | None
+    devices: list[DeviceSource] = field(default_factory=list)
+    vm_functions: list[str] | None = None
+
+    @property
+    def is_vm(self) -> bool:
+        return self.vm_functions is not None
+
+    @property
+    def functions(self) -> list[str]:
+        """Names of the functions the library exports (the VM's functions for a VM), in order."""
+        if self.vm_functions is not None:
+            return list(self.vm_functions)
+        return list(dict.fromkeys(_ENTRY_RE.findall(self.host_c)))
+
+
+@contextmanager
+def _tvm_does_not_compile_cuda() -> Iterator[None]:
+    """Replace TVM's CUDA compile callback with one that returns the source, then restore it."""
+    import tvm_ffi
+
+    previous = tvm_ffi.get_global_func(_CALLBACK, allow_missing=True)
+
+    def hand_back(code: str, *_args: Any) -> bytes:
+        return (_DEFERRED + code).encode()
+
+    with _LOCK:
+        tvm_ffi.register_global_func(_CALLBACK, hand_back, override=True)
+        try:
+            yield
+        finally:
+            if previous is not None:
+                tvm_ffi.register_global_func(_CALLBACK, previous, override=True)
+            else:
+                tvm_ffi.remove_global_func(_CALLBACK)
+
+
+def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
+    out = []
+    for index, module in enumerate(blob.modules):
+        if module.kind != "cuda":
+            continue
+        payload = library_blob.parse_cuda_payload(module.payload or b"")
+        text = payload.data.decode("utf-8", errors="replace")
+        if payload.fmt == "cuda":
+            source = text
+        elif payload.fmt == "ptx" and text.startswith(_DEFERRED):
+            source = text[len(_DEFERRED):]
+        else:
+            raise LibraryFormatError(
+                f"TVM compiled the device code itself (format {payload.fmt!r}); jitflow could not take over")
+        out.append(DeviceSource(index, source, payload))
+    return out
+
+
+def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
+          relax_pipeline: Any = None) -> Lowered:
+    """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure.
+
+    relax_pipeline (Relax modules only): a pipeline name known to tvm.relax.get_pipeline or a
+    Pass; None is TVM's default for the target (for CUDA it schedules with dlight's GPU rules).
+    """
+    import tvm
+
+    relax = is_relax(mod)
+    if spec.is_cuda and not relax:
+        check_thread_binding(mod)
+    options = {"relax_pipeline": "default" if relax_pipeline is None else relax_pipeline} if relax else {}
+    try:
+        with _tvm_does_not_compile_cuda(), tvm.transform.PassContext(opt_level=3, config=pass_config or {}):
+            executable = tvm.compile(mod, target=spec.tvm_target(), **options)
+    except Exception as exc:
+        text = str(exc)
+        if "Did you forget to bind" in text or "not bound to" in text:
+            raise ScheduleError(f"loops are not bound to GPU threads:\n{text}") from None
+        raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
+    root = executable.mod
+    if root.kind == vm_program.KIND:
+        return _lowered_vm(root)
+    if root.kind != "c":
+        raise LoweringError(f"TVM produced a host module of kind {root.kind!r}, expected 'c'")
+    if not root.imports:
+        return Lowered(host_source(root.inspect_source()), None)
+    blob = _pack(root)
+    return Lowered(host_source(root.inspect_source()), blob, _device_sources(blob))
+
+
+def _pack(root: Any) -> LibraryBlob:
+    import tvm_ffi
+
+    raw = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(root)
+    return library_blob.parse(bytes(raw.numpy().tobytes()))
+
+
+def _import_tree(root: Any) -> Iterator[Any]:
+    seen: set[int] = set()
+    stack = list(root.imports)
+    while stack:
+        module = stack.pop(0)
+        handle = module.__chandle__()
+        if handle in seen:
+            continue
+        seen.add(handle)
+        yield module
+        stack.extend(module.imports)
+
+
+def _lowered_vm(root: Any) -> Lowered:
+    """A VM executable: the C host module somewhere below it, the whole tree packed into one blob."""
+    hosts = [m for m in _import_tree(root) if m.kind == "c"]
+    if len(hosts) > 1:
+        raise LoweringError(f"the VM executable imports {len(hosts)} C host modules; jitflow builds one")
+    blob = _pack(root)
+    payload = vm_program.payload_of(blob)
+    if payload is None:
+        raise LibraryFormatError("the packed VM executable has no relax.VMExecutable module")
+    functions = vm_program.parse(payload).entry_functions
+    host_c = host_source(hosts[0].inspect_source()) if hosts else ""
+    return Lowered(host_c, blob, _device_sources(blob), vm_functions=functions)

@@ -1,0 +1,84 @@
+"""The bytes of a shared-tier entry, signed with HMAC-SHA256 and checked before anything is used.
+
+    b"JFSE" | HMAC-SHA256 (32 bytes; zeros when unsigned) | u32 header length | header JSON | files
+
+The header holds the key, the format version, the entry's metadata and each file's name, size
+and sha256 (lib.so, then src/*). The HMAC covers the key and everything after it, so an entry
+cannot be altered or moved to another key without the shared secret.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+from ...errors import RemoteEntryError
+from ..entry import FORMAT_VERSION, LIBRARY, SOURCES, Entry, library_problem
+
+MAGIC = b"JFSE"
+MAC_SIZE = 32
+_UNSIGNED = bytes(MAC_SIZE)
+_SAFE_NAME = re.compile(rf"({re.escape(LIBRARY)}|{SOURCES}/[A-Za-z0-9_][A-Za-z0-9_.-]*)")
+
+
+def _mac(secret: str, key: str, body: bytes) -> bytes:
+    return hmac.new(secret.encode(), MAGIC + key.encode() + b"\n" + body, hashlib.sha256).digest()
+
+
+def pack(entry: Path, key: str, secret: str | None, max_bytes: int) -> bytes | None:
+    """The signed bytes of a local entry folder; sources are left out if they would pass
+    `max_bytes`, and None is returned if the library alone would."""
+    folder = Entry(entry)
+    meta = json.loads(folder.meta_path.read_text())
+    files = [(LIBRARY, folder.library.read_bytes())]
+    with_sources = files + [(name, (entry / name).read_bytes()) for name in folder.source_names()]
+    for chosen in (with_sources, files):
+        header = {"key": key, "format": FORMAT_VERSION,
+                  "meta": dict(meta, sources=[name for name, _ in chosen[1:]]),
+                  "files": [[name, len(data), hashlib.sha256(data).hexdigest()] for name, data in chosen]}
+        head = json.dumps(header, sort_keys=True, default=str).encode()
+        body = struct.pack(">I", len(head)) + head + b"".join(data for _, data in chosen)
+        if len(MAGIC) + MAC_SIZE + len(body) <= max_bytes:
+            return MAGIC + (_mac(secret, key, body) if secret else _UNSIGNED) + body
+    return None
+
+
+def unpack(blob: bytes, key: str, secret: str | None) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """(metadata, {file name: bytes}) of a shared entry for `key`, after every check passed.
+
+    With a secret the HMAC must match; without one (the user accepted unsigned entries) only the
+    sha256 of each file is checked. Raises RemoteEntryError naming the first check that failed.
+    """
+    start = len(MAGIC) + MAC_SIZE
+    if len(blob) < start + 4 or not blob.startswith(MAGIC):
+        raise RemoteEntryError("not a jitflow shared entry")
+    body = blob[start:]
+    if secret and not hmac.compare_digest(blob[len(MAGIC):start], _mac(secret, key, body)):
+        raise RemoteEntryError("signature does not match (altered, or signed with another key)")
+    (head_size,) = struct.unpack(">I", body[:4])
+    try:
+        header = json.loads(body[4:4 + head_size])
+        if header["key"] != key or header["format"] != FORMAT_VERSION or not isinstance(header["meta"], dict):
+            raise RemoteEntryError("entry is for another key or format")
+        listed = [(str(name), int(size), str(digest)) for name, size, digest in header["files"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RemoteEntryError(f"unreadable header ({exc})") from None
+    offset, files = 4 + head_size, {}
+    for name, size, digest in listed:
+        if not _SAFE_NAME.fullmatch(name) or name in files or size < 0:
+            raise RemoteEntryError(f"bad file name or size in the header: {name!r}")
+        data = body[offset:offset + size]
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            raise RemoteEntryError(f"{name}: sha256 or size does not match the header")
+        files[name] = data
+        offset += size
+    if offset != len(body) or LIBRARY not in files:
+        raise RemoteEntryError("entry has trailing bytes or no library")
+    problem = library_problem(header["meta"], len(files[LIBRARY]), hashlib.sha256(files[LIBRARY]).hexdigest())
+    if problem:
+        raise RemoteEntryError(f"the library does not match the entry's metadata: {problem}")
+    return header["meta"], files

@@ -1,0 +1,234 @@
+"""The shared tier in a build: after a local miss, load a verified shared entry, or wait while
+another node builds the key, or take the cluster build lock and share what was built.
+
+Every request goes through `Tier.call`, which turns any failure into local-only behaviour: one
+warning per process, then the tier is left alone for RETRY_AFTER seconds. Nothing here raises.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ...config import RemoteSettings, Settings
+from ...errors import RemoteEntryError
+from ...logs import warn_once
+from ..disk import Cache
+from ..entry import FORMAT_VERSION
+from . import entry_format
+from .backend import RemoteBackend, open_backend
+from .stats import count, persist_at_exit
+
+log = logging.getLogger("jitflow")
+
+RETRY_AFTER = 60.0       # seconds the tier is skipped after a failed request
+POLL = 0.2               # seconds between looks while another node builds
+WAIT_LIMIT = 15 * 60.0   # longest wait for another node's build before building here
+NOSTORE_TTL = 3600.0     # an entry too large to share: others build without waiting for an hour
+FAILED_TTL = 60.0        # a build that failed: others build (and see the error) without waiting
+
+_FAILED = object()
+_tiers: dict[RemoteSettings, Tier] = {}   # one per configuration in this process: it remembers a failed tier
+_tiers_lock = threading.Lock()
+
+
+def _warn_once(message: str, *args: Any) -> None:
+    """The process's one warning about the shared tier; later ones are logged at info level."""
+    warn_once("shared tier", message, *args)
+
+
+def _names(key: str) -> tuple[str, str, str]:
+    base = f"v{FORMAT_VERSION}"
+    return f"{base}:entry:{key}", f"{base}:lock:{key}", f"{base}:nostore:{key}"
+
+
+class Tier:
+    """One configured shared tier in this process: its backend and whether it is usable now."""
+
+    def __init__(self, settings: RemoteSettings) -> None:
+        self.settings = settings
+        self.secret = settings.secret
+        self.usable = bool(settings.secret or settings.unsigned)
+        self.off_until = 0.0
+        self._backend: RemoteBackend | None = None
+        if not self.usable:
+            _warn_once("jitflow: JITFLOW_REMOTE_CACHE is set but JITFLOW_REMOTE_CACHE_KEY is not: the shared tier "
+                       "is off (set the same key on every node, or JITFLOW_REMOTE_CACHE_UNSIGNED=1 to accept "
+                       "unsigned entries at your own risk)")
+
+    def available(self) -> bool:
+        return self.usable and time.monotonic() >= self.off_until
+
+    def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        """backend.op(*args), or _FAILED if the tier is off or the request failed."""
+        if not self.available():
+            return _FAILED
+        try:
+            if self._backend is None:
+                self._backend = open_backend(self.settings.url or "", self.settings.timeout)
+            return getattr(self._backend, op)(*args, **kwargs)
+        except Exception as exc:
+            count("errors")
+            self.off_until = time.monotonic() + RETRY_AFTER
+            _warn_once("jitflow: shared cache tier unavailable, going on with the local cache only: %s", exc)
+            return _FAILED
+
+
+def forget_tiers() -> None:
+    """Forget every tier this process used (and that it found one down): the next build asks afresh."""
+    with _tiers_lock:
+        _tiers.clear()
+
+
+def tier_for(settings: RemoteSettings) -> Tier | None:
+    """The process's Tier for these settings (None when no shared tier is configured)."""
+    if not settings.url:
+        return None
+    with _tiers_lock:
+        if settings not in _tiers:
+            _tiers[settings] = Tier(settings)
+        return _tiers[settings]
+
+
+class _Renewer(threading.Thread):
+    """Keeps the cluster build lock alive while this process builds; a dead builder stops renewing."""
+
+    def __init__(self, tier: Tier, name: str, token: str) -> None:
+        super().__init__(name="jitflow-shared-lock", daemon=True)
+        self.tier, self.lock_name, self.token = tier, name, token
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        ttl = self.tier.settings.lock_ttl
+        while not self.done.wait(ttl / 3):
+            if self.tier.call("renew", self.lock_name, self.token, ttl) is not True:
+                log.info("jitflow: lost the shared build lock %s; building on", self.lock_name)
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=self.tier.settings.timeout + 1)
+
+
+class Turn:
+    """This process's part in the shared tier for one key, while it holds the key's local lock.
+
+    `fetch()` returns a verified shared entry (now in the local cache) or None once this process
+    is to build; `share()` sends what it built; leaving the `with` block frees the cluster lock.
+    """
+
+    def __init__(self, settings: Settings, cache: Cache, key: str) -> None:
+        self.tier = tier_for(settings.remote)
+        self.cache, self.key = cache, key
+        if self.tier is not None:
+            persist_at_exit(cache.root)
+        self.entry_name, self.lock_name, self.nostore_name = _names(key)
+        self.token: str | None = None
+        self.renewer: _Renewer | None = None
+        self.shared = False
+        self.rejected: set[str] = set()
+        self.expect: dict[str, Any] | None = None
+
+    @property
+    def configured(self) -> bool:
+        """Whether a shared tier is configured at all."""
+        return self.tier is not None
+
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.renewer is not None:
+            self.renewer.stop()
+        if self.tier is None or self.token is None:
+            return
+        if exc_type is not None and not self.shared:
+            self.tier.call("put", self.nostore_name, b"build failed", ttl=FAILED_TTL)
+        self.tier.call("release", self.lock_name, self.token)
+
+    def fetch(self, expect: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]] | None:
+        """A shared entry, verified and published locally; or None when this process should build.
+
+        `expect` is the key's inputs: an entry recording others is refused like a bad signature.
+        """
+        self.expect = expect
+        tier = self.tier
+        if tier is None or not tier.available():
+            return None
+        deadline, waiting = time.monotonic() + WAIT_LIMIT, False
+        while tier.available():
+            found = self._load()
+            if found is not None:
+                return found
+            if tier.call("get", self.nostore_name) not in (None, _FAILED):
+                break  # whoever builds this key will not share it: build here without waiting
+            token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+            if tier.call("acquire", self.lock_name, token, tier.settings.lock_ttl) is True:
+                self.token = token
+                self.renewer = _Renewer(tier, self.lock_name, token)
+                self.renewer.start()
+                found = self._load()  # shared just before its builder let go of the lock
+                if found is not None:
+                    return found
+                break
+            if time.monotonic() > deadline:
+                log.warning("jitflow: waited %.0f s for another node to build %s; building here",
+                            WAIT_LIMIT, self.key[:12])
+                break
+            if not waiting:
+                waiting = True
+                log.info("jitflow: another node is building %s; waiting for its entry", self.key[:12])
+            time.sleep(POLL)
+        count("misses")
+        return None
+
+    def _load(self) -> tuple[Path, dict[str, Any]] | None:
+        assert self.tier is not None
+        blob = self.tier.call("get", self.entry_name)
+        if blob is None or blob is _FAILED:
+            return None
+        digest = hashlib.sha256(blob).hexdigest()
+        if digest in self.rejected:
+            return None
+        try:
+            meta, files = entry_format.unpack(blob, self.key, self.tier.secret)
+        except RemoteEntryError as exc:
+            self.rejected.add(digest)
+            count("refusals")
+            log.warning("jitflow: refused shared entry %s: %s; rebuilding", self.key[:12], exc)
+            return None
+        with self.cache.staging(self.key) as folder:
+            for name, data in files.items():
+                path = folder / name
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(data)
+            self.cache.publish(self.key, folder, dict(meta, fetched=time.time()))
+        found = self.cache.lookup(self.key, self.expect)
+        if found is None:  # the local cache refused it (and said why): rebuild over it
+            self.rejected.add(digest)
+            count("refusals")
+        else:
+            count("hits")
+        return found
+
+    def share(self) -> None:
+        """Send the entry just published locally to the tier, signed, unless it is too large."""
+        tier = self.tier
+        if tier is None or not tier.available():
+            return
+        blob = entry_format.pack(self.cache.entry_dir(self.key), self.key, tier.secret, tier.settings.max_bytes)
+        if blob is None:
+            count("too_large")
+            log.info("jitflow: %s is larger than JITFLOW_REMOTE_CACHE_MAX_BYTES; not shared", self.key[:12])
+            tier.call("put", self.nostore_name, b"too large", ttl=NOSTORE_TTL)
+            self.shared = True
+            return
+        if tier.call("put", self.entry_name, blob) is not _FAILED:
+            count("stored")
+            self.shared = True

@@ -1,0 +1,122 @@
+"""What this machine has for jitflow (`jitflow doctor`): each check says what it found and, if
+wrong, the fix. The shared tier's backends answer with the same Check."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of a health check: what was checked, whether it passed, what was seen, the fix;
+    a check that is not required only warns."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def _tvm() -> list[Check]:
+    try:
+        import tvm
+    except Exception as exc:  # noqa: BLE001 - a broken install must be reported, not raised
+        return [Check("TVM", False, f"cannot import tvm: {exc}", "pip install 'apache-tvm==0.27.0.post1'")]
+    runtime_only = bool(getattr(tvm.base, "_RUNTIME_ONLY", False))
+    return [Check("TVM", True, f"{tvm.__version__}"),
+            Check("TVM compiler", not runtime_only,
+                  "runtime only (can load libraries, cannot build)" if runtime_only else "present",
+                  "unset TVM_USE_RUNTIME_LIB or install the full apache-tvm wheel to build")]
+
+
+def _zig(zig_cache: Path) -> list[Check]:
+    from .errors import JitflowError
+    from .toolchain import zig
+
+    try:
+        exe, version = zig.zig_binary(), zig.version()
+    except JitflowError as exc:
+        return [Check("zig", False, str(exc), "pip install ziglang")]
+    warmed = (zig_cache / "o").is_dir() and any((zig_cache / "o").iterdir())
+    return [Check("zig", True, f"{version} ({exe})"),
+            Check("zig warmed", warmed, f"cache {zig_cache}" + ("" if warmed else " is cold: the first build "
+                                                                               "will spend seconds on libc stubs"),
+                  "jitflow warm", required=False)]
+
+
+def _cuda_compilers() -> list[Check]:
+    from .errors import JitflowError
+    from .toolchain import nvrtc as nvrtc_wheels
+
+    out = []
+    try:
+        from cuda.bindings import nvfatbin, nvrtc
+
+        err, major, minor = nvrtc.nvrtcVersion()
+        out.append(Check("NVRTC", int(err) == 0, f"{major}.{minor}", "pip install 'jitflow[cuda]'"))
+        major, minor = nvfatbin.version()
+        out.append(Check("nvfatbin", True, f"{major}.{minor}"))
+    except Exception as exc:  # noqa: BLE001
+        out.append(Check("NVRTC/nvfatbin", False, f"not loadable: {exc}", "pip install 'jitflow[cuda]'"))
+    try:
+        out.append(Check("CUDA headers (CCCL)", True, nvrtc_wheels.include_dirs()[-1]))
+    except JitflowError as exc:
+        out.append(Check("CUDA headers (CCCL)", False, str(exc), "pip install 'jitflow[cuda]'"))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        ver = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+        out.append(Check("nvcc", True, f"{ver[-1] if ver else '?'} ({nvcc})", required=False))
+    else:
+        out.append(Check("nvcc", False, "not on PATH (optional: JITFLOW_CUDA_COMPILER=nvcc needs it)",
+                         "install a CUDA toolkit if you want nvcc", required=False))
+    return out
+
+
+def _gpu() -> list[Check]:
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(str(err))
+        _, version = driver.cuDriverGetVersion()
+        _, count = driver.cuDeviceGetCount()
+        names = []
+        for i in range(count):
+            _, dev = driver.cuDeviceGet(i)
+            _, raw = driver.cuDeviceGetName(64, dev)
+            names.append(raw.split(b"\0")[0].decode())
+        return [Check("CUDA driver", True, f"{version // 1000}.{version % 1000 // 10}, GPUs: {', '.join(names)}",
+                      required=False)]
+    except Exception as exc:  # noqa: BLE001
+        return [Check("CUDA driver", False, f"none usable ({exc}); building works, running CUDA kernels needs one",
+                      "install an NVIDIA driver where kernels run", required=False)]
+
+
+def _cache(cache_dir: Path) -> list[Check]:
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cache_dir):
+            pass
+        return [Check("cache directory", True, f"{cache_dir} (writable)")]
+    except OSError as exc:
+        return [Check("cache directory", False, f"{cache_dir}: {exc.strerror}",
+                      "set JITFLOW_CACHE_DIR to a writable folder")]
+
+
+def run_checks(cuda: bool = True) -> list[Check]:
+    """This machine's checks in order (CUDA compiler and driver checks only when `cuda`); the shared
+    tier answers its own (cache.shared.backend.check)."""
+    from .config import resolve
+
+    settings = resolve()
+    groups: list[Callable[[], list[Check]]] = [_tvm, lambda: _zig(settings.zig_cache_dir)]
+    if cuda:
+        groups += [_cuda_compilers, _gpu]
+    groups.append(lambda: _cache(settings.cache_dir))
+    return [c for group in groups for c in group()]

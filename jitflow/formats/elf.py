@@ -1,0 +1,47 @@
+"""Facts about a built shared library read from its ELF headers: CPU, glibc baseline, dependencies."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import LibraryFormatError
+
+_MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
+
+
+@dataclass
+class ElfInfo:
+    machine: str                      # "x86_64", "aarch64", ...
+    elf_class: int                    # 32 or 64
+    glibc_baseline: str | None        # highest GLIBC_x.y symbol version required, e.g. "2.17"
+    needed: list[str] = field(default_factory=list)
+    exported: list[str] = field(default_factory=list)
+
+
+def read(path: str | os.PathLike) -> ElfInfo:
+    """Read an ELF shared library's machine, class, needed libraries, glibc versions and exports."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            machine = _MACHINES.get(elf.header["e_machine"], str(elf.header["e_machine"]))
+            needed, versions, exported = [], [], []
+            dynamic = elf.get_section_by_name(".dynamic")
+            if dynamic is not None:
+                needed = [t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+            verneed = elf.get_section_by_name(".gnu.version_r")
+            if verneed is not None:
+                for _, aux in verneed.iter_versions():
+                    for a in aux:
+                        if a.name.startswith("GLIBC_") and a.name[6:].replace(".", "").isdigit():
+                            versions.append(tuple(int(x) for x in a.name[6:].split(".")))
+            dynsym = elf.get_section_by_name(".dynsym")
+            if dynsym is not None:
+                exported = sorted(s.name for s in dynsym.iter_symbols()
+                                  if s.name and s["st_shndx"] != "SHN_UNDEF")
+            baseline = ".".join(map(str, max(versions))) if versions else None
+            return ElfInfo(machine, elf.elfclass, baseline, needed, exported)
+    except (ELFError, OSError, ValueError) as exc:
+        raise LibraryFormatError(f"{path} is not a readable ELF library: {exc}") from None

@@ -1,0 +1,169 @@
+"""Read and write the imports blob (`__tvm_ffi__library_bin`) that TVM embeds in a library.
+
+Layout (little-endian): u64 length of the rest; the import tree as two u64-counted u64
+arrays (row pointers, child indices); then one entry per module: a u64-length kind string
+("_lib" is the host library itself, with no payload), and for any other kind a u64-length
+payload. A "cuda" payload is: fmt string, the function-info map, then the binary string.
+Malformed input only ever raises LibraryFormatError.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from ..errors import LibraryFormatError
+
+SYMBOL = "__tvm_ffi__library_bin"
+_DTYPE_CODES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat", 5: "complex", 6: "bool"}
+_MAX_COUNT = 1 << 24
+
+
+class _Reader:
+    def __init__(self, data: bytes, what: str) -> None:
+        self.data = data
+        self.pos = 0
+        self.what = what
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise LibraryFormatError(
+                f"{self.what}: truncated (needs {n} bytes at offset {self.pos}, has {len(self.data) - self.pos})")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def u64(self) -> int:
+        return struct.unpack("<Q", self.take(8))[0]
+
+    def count(self) -> int:
+        n = self.u64()
+        if n > _MAX_COUNT:
+            raise LibraryFormatError(f"{self.what}: implausible count {n} at offset {self.pos - 8}")
+        return n
+
+    def string(self) -> bytes:
+        return self.take(self.u64())
+
+    def text(self) -> str:
+        raw = self.string()
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise LibraryFormatError(f"{self.what}: a name is not valid UTF-8") from None
+
+    def done(self) -> bool:
+        return self.pos == len(self.data)
+
+
+def _u64(n: int) -> bytes:
+    return struct.pack("<Q", n)
+
+
+def _string(b: bytes | str) -> bytes:
+    raw = b.encode() if isinstance(b, str) else b
+    return _u64(len(raw)) + raw
+
+
+@dataclass
+class BlobModule:
+    """One module of the import tree: its kind and (except for "_lib") its serialized payload."""
+
+    kind: str
+    payload: bytes | None = None
+
+
+@dataclass
+class LibraryBlob:
+    """The whole imports blob: the import tree (CSR form) and the modules in order."""
+
+    row_ptr: list[int]
+    child_indices: list[int]
+    modules: list[BlobModule] = field(default_factory=list)
+
+    def kinds(self) -> list[str]:
+        return [m.kind for m in self.modules]
+
+
+def parse(data: bytes) -> LibraryBlob:
+    """Parse a blob (starting at its u64 length prefix)."""
+    r = _Reader(bytes(data), "library blob")
+    total = r.u64()
+    if total != len(data) - 8:
+        if total > len(data) - 8:
+            raise LibraryFormatError(f"library blob: says {total} bytes, has {len(data) - 8}")
+        r = _Reader(bytes(data[:8 + total]), "library blob")
+        r.u64()
+    row_ptr = [r.u64() for _ in range(r.count())]
+    child = [r.u64() for _ in range(r.count())]
+    n_modules = max(len(row_ptr) - 1, 0)
+    if not row_ptr or row_ptr[0] != 0 or any(b < a for a, b in zip(row_ptr, row_ptr[1:])) \
+            or row_ptr[-1] != len(child) or any(c >= n_modules for c in child):
+        raise LibraryFormatError("library blob: the import tree is inconsistent")
+    modules = []
+    for _ in range(n_modules):
+        kind = r.text()
+        modules.append(BlobModule(kind, None if kind == "_lib" else r.string()))
+    if not r.done():
+        raise LibraryFormatError(f"library blob: {len(r.data) - r.pos} bytes left over after the modules")
+    return LibraryBlob(row_ptr, child, modules)
+
+
+def serialize(blob: LibraryBlob) -> bytes:
+    """The inverse of parse: bytes ready to embed as the library blob symbol."""
+    parts = [_u64(len(blob.row_ptr))] + [_u64(v) for v in blob.row_ptr]
+    parts += [_u64(len(blob.child_indices))] + [_u64(v) for v in blob.child_indices]
+    for m in blob.modules:
+        parts.append(_string(m.kind))
+        if m.kind != "_lib":
+            parts.append(_string(m.payload or b""))
+    body = b"".join(parts)
+    return _u64(len(body)) + body
+
+
+@dataclass
+class KernelInfo:
+    """What the CUDA module records of one kernel: argument types and launch parameter tags."""
+
+    name: str
+    arg_types: list[str]
+    launch_params: list[str]
+    arg_extra_tags: list[int]
+
+
+@dataclass
+class CudaPayload:
+    """A "cuda" module's payload: binary format, function-info map (kept verbatim) and binary."""
+
+    fmt: str
+    fmap_raw: bytes
+    kernels: list[KernelInfo]
+    data: bytes
+
+    def to_bytes(self) -> bytes:
+        return _string(self.fmt) + self.fmap_raw + _string(self.data)
+
+
+def _dtype(raw: bytes) -> str:
+    code, bits, lanes = struct.unpack("<BBH", raw)
+    name = f"{_DTYPE_CODES.get(code, f'code{code}')}{bits}"
+    return name if lanes == 1 else f"{name}x{lanes}"
+
+
+def parse_cuda_payload(payload: bytes) -> CudaPayload:
+    """Parse a "cuda" payload; the function map is decoded for inspection and kept byte-exact."""
+    r = _Reader(payload, "cuda module")
+    fmt = r.text()
+    start = r.pos
+    kernels = []
+    for _ in range(r.count()):
+        key = r.text()
+        name = r.text()
+        arg_types = [_dtype(r.take(4)) for _ in range(r.count())]
+        tags = [r.text() for _ in range(r.count())]
+        extra = [struct.unpack("<i", r.take(4))[0] for _ in range(r.count())]
+        kernels.append(KernelInfo(name or key, arg_types, tags, extra))
+    fmap_raw = payload[start:r.pos]
+    data = r.string()
+    if not r.done():
+        raise LibraryFormatError("cuda module: bytes left over after the binary")
+    return CudaPayload(fmt, fmap_raw, kernels, data)

@@ -1,0 +1,146 @@
+"""Readable device code for a report, made on first access: PTX per arch and SASS per arch.
+
+PTX: the fatbin keeps PTX for the lowest arch only, and compressed, so the PTX of each arch is
+made again from the kept CUDA source with the compiler and options of the build (the same PTX
+ptxas turned into that arch's SASS). SASS: the fatbin's cubins disassembled by nvdisasm or
+cuobjdump where a CUDA toolkit (or NVIDIA's nvdisasm wheel) provides one; where none is found,
+asking for SASS raises ToolMissingError saying so.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+from ..errors import CompileError, InvalidInputError, JitflowError
+from ..target import normalize_arch
+
+SASS_TOOLS = ("nvdisasm", "cuobjdump")
+SASS_MISSING = ("SASS text: needs nvdisasm or cuobjdump (a CUDA toolkit, or pip install nvidia-cuda-nvdisasm); "
+                "neither is on PATH, in CUDA_HOME or beside nvcc")
+
+
+class DeviceText(Mapping[str, str]):
+    """arch -> text, made by `make(arch)` on first access and kept; `note` says why it may fail."""
+
+    def __init__(self, what: str, archs: Sequence[str], make: Callable[[str], str], note: str | None = None) -> None:
+        self.what = what
+        self._archs = list(archs)
+        self._make = make
+        self._done: dict[str, str] = {}
+        self.note = note
+
+    def _key(self, arch: str) -> str:
+        try:
+            key = normalize_arch(arch)
+        except JitflowError:
+            key = arch
+        if key not in self._archs:
+            have = ", ".join(self._archs) or "none"
+            raise InvalidInputError(f"no {self.what} for {arch!r}; archs with {self.what}: {have}")
+        return key
+
+    def __getitem__(self, arch: str) -> str:
+        key = self._key(arch)
+        if key not in self._done:
+            self._done[key] = self._make(key)
+        return self._done[key]
+
+    def __contains__(self, arch: object) -> bool:
+        try:
+            self._key(str(arch))
+            return True
+        except JitflowError:
+            return False
+
+    def get(self, arch: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return self[arch] if arch in self else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._archs)
+
+    def __len__(self) -> int:
+        return len(self._archs)
+
+    def __repr__(self) -> str:
+        return f"<{self.what} for {', '.join(self._archs) or 'no arch'}{'; ' + self.note if self.note else ''}>"
+
+
+def _candidates(name: str) -> Iterator[str]:
+    found = shutil.which(name)
+    if found:
+        yield found
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            yield str(Path(os.environ[var]) / "bin" / name)
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        yield str(Path(nvcc).resolve().parent / name)
+    try:
+        import nvidia
+
+        for root in getattr(nvidia, "__path__", []):
+            yield from sorted(glob.glob(os.path.join(root, "*", "bin", name)))
+    except ImportError:
+        pass
+
+
+def find_sass_tool() -> tuple[str, str] | None:
+    """(tool name, path) of nvdisasm or cuobjdump, or None where neither is installed."""
+    for name in SASS_TOOLS:
+        for path in _candidates(name):
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return name, path
+    return None
+
+
+def disassemble(cubin: bytes, tool: tuple[str, str]) -> str:
+    """SASS text of a cubin with nvdisasm or cuobjdump."""
+    name, path = tool
+    with tempfile.TemporaryDirectory(prefix="jitflow-sass-") as tmp:
+        file = Path(tmp) / "kernels.cubin"
+        file.write_bytes(cubin)
+        cmd = [path, "-c", str(file)] if name == "nvdisasm" else [path, "-sass", str(file)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise CompileError(name, cmd, proc.stdout + proc.stderr)
+    return proc.stdout
+
+
+def ptx_from_source(source: str, arch: str, compiler: str, options: Sequence[str] = ()) -> str:
+    """The PTX the build's compiler makes from `source` for `arch` (the input of that arch's SASS)."""
+    if compiler == "nvcc":
+        return _nvcc_ptx(source, arch, options)
+    from ..toolchain import nvrtc
+
+    _cubin, ptx, _log = nvrtc._compile_one(source, arch, list(options), None)
+    return ptx.rstrip(b"\0").decode("utf-8", errors="replace")
+
+
+def _nvcc_ptx(source: str, arch: str, options: Sequence[str]) -> str:
+    from ..toolchain.cuda_flags import DEFINES
+    from ..toolchain.nvcc import find_nvcc
+
+    num = arch[len("sm_"):]
+    with tempfile.TemporaryDirectory(prefix="jitflow-ptx-") as tmp:
+        src, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.ptx"
+        src.write_text(source)
+        cmd = [find_nvcc(), "-ptx", f"-arch=compute_{num}", "-std=c++17", "--expt-relaxed-constexpr",
+               *DEFINES, *options, "-o", str(out), str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not out.is_file():
+            raise CompileError("nvcc", cmd, proc.stdout + proc.stderr)
+        return out.read_text()
+
+
+def readable_ptx(data: bytes) -> str | None:
+    """PTX text of a fatbin entry, or None where it is stored compressed."""
+    try:
+        text = data.rstrip(b"\0").decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    return text if ".version" in text and ".target" in text else None

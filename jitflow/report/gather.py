@@ -1,0 +1,299 @@
+"""Gather a Report from a build: its cache entry (library, metadata, kept sources) or a bare library.
+
+With the sources (a fresh build, a cache hit, a cache entry) the report has the host C, the CUDA
+source, every launch and allocation the host code makes, and ptxas' figures; from a library alone
+it has what the binary holds (kernels, fatbin entries and sizes, registers, launch parameter tags,
+host symbols, CPU and glibc) and says what it cannot know.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cache.disk import Cache
+from ..cache.entry import Entry, library_problem, sha256_file, target_of
+from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
+from ..formats import cubin, elf, fatbin, library_blob, ptxas_log, vm_program
+from ..formats.library_blob import KernelInfo
+from ..runtime import load as loader
+from ..target import arch_number, normalize_arch
+from . import device_text, host_code
+from .model import FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts, Report
+
+_GLOBAL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\((\d+)[^)]*\)\s+)?(\w+)\s*\(([^)]*)\)\s*\{")
+_NO_HOST = ("launch dimensions, device allocations and copies: decided by the host code compiled into the "
+            "library; inspect the module (FILE.py:NAME) or its cache entry to see them")
+_NO_LOG = "spills and static shared memory: ptxas reports them at build time (a cache entry keeps that log)"
+_NO_CUDA = "CUDA source: not embedded (the fatbin holds SASS and PTX only)"
+_NO_VM = ("Relax VM: the tensors the VM allocates as it runs its bytecode are not in the host C; the "
+          "allocations listed are the workspaces of the compiled TIR functions")
+
+
+@dataclass
+class _Device:
+    """One CUDA module of the library: its kernels, fatbin entries, cubins per arch, kept files."""
+
+    index: int
+    fmt: str
+    kernels: list[KernelInfo]
+    data: bytes
+    entries: list[fatbin.FatbinEntry] = field(default_factory=list)
+    cubins: dict[str, bytes] = field(default_factory=dict)
+    source: str | None = None
+    log: str | None = None
+
+
+def _devices(library: Path, unknown: list[str]) -> list[_Device]:
+    raw = loader.blob_of(library)
+    if raw is None:
+        return []
+    out = []
+    modules = library_blob.parse(raw).modules
+    if any(m.kind == vm_program.KIND for m in modules):
+        unknown.append(_NO_VM)
+    for index, module in enumerate(modules):
+        if module.kind != "cuda":
+            continue
+        payload = library_blob.parse_cuda_payload(module.payload or b"")
+        dev = _Device(index, payload.fmt, payload.kernels, payload.data)
+        if payload.fmt == "fatbin":
+            dev.entries = fatbin.entries(payload.data)
+            for e in dev.entries:
+                body = fatbin.payload(payload.data, e)
+                if e.kind == "sass" and cubin.is_cubin(body):
+                    dev.cubins[e.arch] = body
+        elif payload.fmt == "cuda":
+            dev.source = payload.data.decode("utf-8", errors="replace")
+        out.append(dev)
+    return out
+
+
+def _signatures(source: str | None) -> dict[str, tuple[int | None, list[tuple[str, str]]]]:
+    """kernel -> (launch bounds, [(C type, name)]) from the CUDA source's definitions."""
+    out: dict[str, tuple[int | None, list[tuple[str, str]]]] = {}
+    for m in _GLOBAL.finditer(source or ""):
+        params = []
+        for p in (x.strip() for x in m.group(3).split(",")):
+            if not p:
+                continue
+            tokens = p.replace("*", "* ").replace("__restrict__", "").split()
+            params.append((" ".join(tokens[:-1]).replace(" *", "*"), tokens[-1]))
+        out[m.group(2)] = (int(m.group(1)) if m.group(1) else None, params)
+    return out
+
+
+def _sorted_archs(archs: Any) -> list[str]:
+    return sorted(set(archs), key=lambda a: (arch_number(a), a))
+
+
+def _kernels(devices: list[_Device], launches: list[Any], notes: list[str]) -> list[Kernel]:
+    out = []
+    for dev in devices:
+        signatures = _signatures(dev.source)
+        resources = ptxas_log.parse(dev.log or "")
+        in_cubin = {arch: cubin.kernels(c) for arch, c in dev.cubins.items()}
+        sass_archs = [e.arch for e in dev.entries if e.kind == "sass"]
+        for info in dev.kernels:
+            bounds, params = signatures.get(info.name, (None, []))
+            if params and len(params) != len(info.arg_types):
+                notes.append(f"{info.name}: the CUDA source has {len(params)} parameters, the function info "
+                             f"{len(info.arg_types)}")
+                params = []
+            args = tuple(KernelArg(params[i][1] if params else None, params[i][0] if params else None, t)
+                         for i, t in enumerate(info.arg_types))
+            archs = []
+            log_archs = [a for (k, a) in resources if k == info.name and a.startswith("sm_")]
+            for arch in _sorted_archs(sass_archs + log_archs):
+                cub = in_cubin.get(arch, {}).get(info.name)
+                res = resources.get((info.name, arch), ptxas_log.Resources())
+                if arch in sass_archs and cub is None and arch in in_cubin:
+                    notes.append(f"{info.name}: the fatbin's {arch} code has no such kernel")
+                if cub and res.registers is not None and cub.registers != res.registers:
+                    notes.append(f"{info.name} on {arch}: the cubin says {cub.registers} registers, "
+                                 f"the compiler log {res.registers}")
+                archs.append(KernelArch(
+                    arch, sass=cub is not None,
+                    registers=cub.registers if cub and cub.registers is not None else res.registers,
+                    spill_stores=res.spill_stores, spill_loads=res.spill_loads,
+                    stack_frame=cub.stack_frame if cub and cub.stack_frame is not None else res.stack_frame,
+                    static_shared_memory=res.static_shared_memory))
+            mine = tuple(x for x in launches if x.kernel == info.name)
+            for x in mine:
+                threads = x.threads_per_block
+                if bounds and threads.value is not None and threads.value > bounds:
+                    notes.append(f"{info.name}: host.c:{x.line} launches {threads.value} threads per block, "
+                                 f"above its launch bounds {bounds}")
+            out.append(Kernel(info.name, dev.index, args, tuple(info.launch_params), bounds, mine, tuple(archs)))
+    return out
+
+
+def _library_facts(library: Path, path: str | None) -> LibraryFacts:
+    facts = elf.read(library)
+    return LibraryFacts(path, library.stat().st_size, sha256_file(library), facts.machine, facts.glibc_baseline,
+                        tuple(facts.exported))
+
+
+def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[str]) -> device_text.DeviceText:
+    with_source = [d for d in devices if d.source is not None]
+    if with_source and target and target.get("archs"):
+        compiler = target.get("cuda_compiler") or "nvrtc"
+        options = target.get("device_options") or []
+
+        def make(arch: str) -> str:
+            return "\n".join(device_text.ptx_from_source(d.source or "", arch, compiler, options)
+                             for d in with_source)
+
+        return device_text.DeviceText("PTX", _sorted_archs(target["archs"]), make,
+                                      f"made from the CUDA source by {compiler} on access")
+    readable: dict[str, str] = {}
+    compressed = []
+    for d in devices:
+        for e in d.entries:
+            if e.kind == "ptx":
+                text = device_text.readable_ptx(fatbin.payload(d.data, e))
+                if text is None:
+                    compressed.append(e.arch)
+                else:
+                    readable[normalize_arch(e.arch)] = readable.get(normalize_arch(e.arch), "") + text
+    note = None
+    if compressed:
+        note = f"PTX text: the fatbin stores {', '.join(compressed)} compressed; the CUDA source is needed to show it"
+        unknown.append(note)
+    return device_text.DeviceText("PTX", _sorted_archs(readable), readable.__getitem__, note)
+
+
+def _sass(devices: list[_Device], unknown: list[str]) -> device_text.DeviceText:
+    archs = _sorted_archs(a for d in devices for a in d.cubins)
+    tool = device_text.find_sass_tool()
+
+    def make(arch: str) -> str:
+        if tool is None:
+            raise ToolMissingError(device_text.SASS_MISSING)
+        return "\n".join(device_text.disassemble(d.cubins[arch], tool) for d in devices if arch in d.cubins)
+
+    if tool is None and archs:
+        unknown.append(device_text.SASS_MISSING)
+    return device_text.DeviceText("SASS", archs, make,
+                                  device_text.SASS_MISSING if tool is None else f"disassembled by {tool[0]}")
+
+
+def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str | None = None,
+                   keep_paths: bool = True) -> Report:
+    """Report on a build folder (lib.so, src/): a cache entry, or a fresh uncached build."""
+    entry = Entry(folder)
+    library = entry.library
+    unknown: list[str] = []
+    notes: list[str] = []
+    devices = _devices(library, unknown)
+    for n, dev in enumerate(devices):
+        dev.source = entry.read_source(entry.kernels_source(n)) or dev.source
+        dev.log = entry.read_source(entry.kernels_log(n))
+    host_c = entry.read_source(entry.host_c)
+    target = target_of(meta)
+    host = host_code.analyze(host_c, [k for d in devices for k in d.kernels]) if host_c is not None else None
+    if host is None:
+        unknown.append("host C: not kept in this build folder; launches, allocations and copies are unknown")
+    else:
+        notes.extend(host.problems)
+    kernels = _kernels(devices, host.launches if host else [], notes)
+    for k in kernels:
+        if host is not None and not k.launches:
+            notes.append(f"{k.name}: never launched by the host code")
+    cuda = [d.source for d in devices if d.source is not None]
+    ptx, sass = _ptx(devices, target, unknown), _sass(devices, unknown)
+    return Report(
+        origin=origin,
+        library=_library_facts(library, str(library) if keep_paths else None),
+        target=target, key=meta.get("key"), build=build,
+        functions=tuple(host.functions) if host else None,
+        symbols=dict(host.symbols) if host else {},
+        kernels=tuple(kernels),
+        allocations=tuple(host.allocations) if host else None,
+        copies=tuple(host.copies) if host else None,
+        fatbin=tuple(FatbinEntry(d.index, e.kind, e.arch, e.size) for d in devices for e in d.entries),
+        unknown=tuple(unknown), notes=tuple(notes),
+        host_c=host_c,
+        cuda="\n".join(cuda) if cuda else None,
+        host_c_path=str(entry.host_c) if keep_paths and host_c is not None else None,
+        ptx=ptx, sass=sass,
+    )
+
+
+def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Report:
+    """Report on a shared library without its IR: what the binary holds, and what it cannot tell.
+
+    A library that is a cache entry's lib.so is reported with the entry's sources.
+    """
+    library = Path(path).expanduser().absolute()
+    if not library.is_file():
+        raise InvalidInputError(f"no library at {library}")
+    as_entry = Entry(library.parent)
+    if as_entry.library == library and as_entry.meta_path.is_file() and as_entry.sources.is_dir():
+        return inspect_entry(library.parent)
+    unknown = [_NO_HOST]
+    notes: list[str] = []
+    devices = _devices(library, unknown)
+    kernels = _kernels(devices, [], notes)
+    if devices:
+        unknown += [_NO_LOG, _NO_CUDA]
+    facts = _library_facts(library, str(library))
+    key = _matching_entry(facts.sha256, cache_dir)
+    if key:
+        notes.append(f"this library is cache entry {key[:12]}: `jitflow inspect {key[:12]}` shows its host code, "
+                     "launches and allocations")
+    for d in devices:
+        if d.fmt != "fatbin":
+            notes.append(f"device module {d.index} holds {d.fmt!r}, not a fatbin")
+    ptx, sass = _ptx(devices, None, unknown), _sass(devices, unknown)
+    return Report(origin="library", library=facts, key=key, kernels=tuple(kernels),
+                  fatbin=tuple(FatbinEntry(d.index, e.kind, e.arch, e.size) for d in devices for e in d.entries),
+                  unknown=tuple(unknown), notes=tuple(notes),
+                  cuda="\n".join(d.source for d in devices if d.source) or None,
+                  ptx=ptx, sass=sass)
+
+
+def _cache(cache_dir: str | Path | None) -> Cache:
+    from ..config import resolve
+
+    return Cache(resolve(cache_dir=cache_dir).cache_dir)
+
+
+def _matching_entry(sha256: str, cache_dir: str | Path | None) -> str | None:
+    """The key of the cache entry whose library has this sha256, if the cache holds one."""
+    try:
+        folders = sorted(_cache(cache_dir).entries.glob("*/*"))
+    except OSError:
+        return None
+    for folder in folders:
+        meta = Entry(folder).read_meta()
+        if meta is not None and meta.get("so_sha256") == sha256:
+            return meta.get("key")
+    return None
+
+
+def inspect_entry(entry: str | Path, cache_dir: str | Path | None = None) -> Report:
+    """Report on a cache entry: its folder, or its key (a unique prefix of 6 or more hex digits)."""
+    folder = Path(entry).expanduser()
+    if not folder.is_dir():
+        text = str(entry).lower()
+        if not re.fullmatch(r"[0-9a-f]{6,64}", text):
+            raise InvalidInputError(f"{entry!r} is not a cache entry folder, a library or a cache key")
+        cache = _cache(cache_dir)
+        found = sorted(cache.entries.glob(f"{text[:2]}/{text}*"))
+        if not found:
+            raise InvalidInputError(f"no cache entry with key {text}... in {cache.root}")
+        if len(found) > 1:
+            raise InvalidInputError(f"the key prefix {text} is ambiguous: {', '.join(p.name[:16] for p in found)}")
+        folder = found[0]
+    found_entry = Entry(folder)
+    meta = found_entry.read_meta()
+    if meta is None:
+        raise InvalidInputError(f"{folder} is not a cache entry (no readable {found_entry.meta_path.name})")
+    lib = found_entry.library
+    problem = library_problem(meta, lib.stat().st_size, sha256_file(lib)) if lib.is_file() else "library missing"
+    if problem:
+        raise LibraryFormatError(f"cache entry {folder.name[:12]}: its library does not match its metadata "
+                                 f"({problem}; a later build of the module replaces it)")
+    return inspect_folder(folder, meta, "cache-entry", build=f"cache entry {folder.name[:12]}")

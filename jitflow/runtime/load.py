@@ -1,0 +1,115 @@
+"""Load a built library with the TVM runtime, in a full TVM install or a runtime-only one."""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import LibraryFormatError, LoadError
+from ..formats import library_blob
+
+_LOCK = threading.Lock()
+
+
+def blob_of(path: str | os.PathLike) -> bytes | None:
+    """The bytes of the library's imports blob, or None when it has none (a CPU-only library)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            for section in elf.iter_sections():
+                if not isinstance(section, SymbolTableSection):
+                    continue
+                for sym in section.get_symbol_by_name(library_blob.SYMBOL) or []:
+                    owner = elf.get_section(sym["st_shndx"])
+                    offset = sym["st_value"] - owner["sh_addr"]
+                    data = owner.data()
+                    if offset < 0 or offset + 8 > len(data):
+                        raise LibraryFormatError(f"{path}: the library blob lies outside its section")
+                    length = int.from_bytes(data[offset:offset + 8], "little")
+                    if offset + 8 + length > len(data):
+                        raise LibraryFormatError(f"{path}: the library blob is truncated")
+                    return bytes(data[offset:offset + 8 + length])
+    except (ELFError, ValueError, KeyError, IndexError, OSError) as exc:
+        raise LibraryFormatError(f"{path} is not a readable ELF shared library: {exc}") from None
+    return None
+
+
+#: how the blob spells a module of kind "cuda": its u64 length, then the name
+_CUDA_KIND = (4).to_bytes(8, "little") + b"cuda"
+
+
+def needs_cuda(path: str | os.PathLike) -> bool:
+    """Whether the library embeds a CUDA module: a byte search, far cheaper than reading the ELF
+    (a rare false match only loads TVM's CUDA backend for nothing)."""
+    import mmap
+
+    with open(path, "rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(_CUDA_KIND) >= 0
+        except ValueError:  # an empty file
+            return False
+
+
+def _cudart_candidates() -> list[str]:
+    found = []
+    try:
+        import nvidia
+
+        for root in getattr(nvidia, "__path__", []):
+            found += sorted(glob.glob(os.path.join(root, "*", "lib", "libcudart.so.*")))
+            found += sorted(glob.glob(os.path.join(root, "cuda_runtime", "lib", "libcudart.so.*")))
+    except ImportError:
+        pass
+    return found
+
+
+def ensure_cuda_backend() -> None:
+    """Load TVM's CUDA runtime backend if it is not loaded (runtime-only installs do not load it)."""
+    import tvm
+
+    with _LOCK:
+        if tvm.runtime.enabled("cuda"):
+            return
+        lib = Path(tvm.__file__).parent / "lib" / "libtvm_runtime_cuda.so"
+        if not lib.is_file():
+            raise LoadError(f"this TVM install has no CUDA runtime backend ({lib} is missing); "
+                            "install a CUDA-enabled apache-tvm")
+        try:
+            ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+        except OSError as first:
+            for cand in _cudart_candidates():  # the CUDA runtime from NVIDIA's wheels, if present
+                try:
+                    ctypes.CDLL(cand, mode=ctypes.RTLD_GLOBAL)
+                    ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+                    break
+                except OSError:
+                    continue
+            else:
+                hint = ("no CUDA driver is installed (libcuda.so.1)" if "libcuda.so" in str(first)
+                        else "the CUDA runtime library is missing (pip install nvidia-cuda-runtime)")
+                raise LoadError(f"cannot load TVM's CUDA backend: {first}; {hint}") from None
+
+
+def load_library(path: str | os.PathLike, cuda: bool | None = None) -> Any:
+    """Load a library built by jitflow (or TVM); `cuda` skips reading the ELF when known."""
+    import tvm
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise LoadError(f"no library at {path}")
+    if cuda is None:
+        cuda = needs_cuda(path)
+    if cuda:
+        ensure_cuda_backend()
+    try:
+        return tvm.runtime.load_module(path)
+    except Exception as exc:
+        raise LoadError(f"the TVM runtime could not load {path}: {exc}") from None

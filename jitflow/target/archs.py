@@ -1,0 +1,62 @@
+"""CUDA archs: the spellings jitflow accepts, their order, and the GPU this machine has."""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from ..errors import TargetError
+
+_ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
+
+
+def normalize_arch(arch: Any) -> str:
+    """'sm_90', '90', 90, '9.0' or 'sm_90a' -> 'sm_90' / 'sm_90a'; anything else is a TargetError."""
+    text = str(arch).strip().lower()
+    if re.fullmatch(r"\d\.\d", text):
+        text = text.replace(".", "")
+    if re.fullmatch(r"\d{2,3}[af]?", text):
+        text = "sm_" + text
+    if text.startswith("compute_"):
+        text = "sm_" + text[len("compute_"):]
+    if not _ARCH_RE.match(text):
+        raise TargetError(
+            f"invalid CUDA arch {arch!r}: expected the form sm_XY such as 'sm_80', 'sm_90' or 'sm_90a'"
+            + (" (is there a letter O where a zero belongs?)" if "o" in text[3:] else ""))
+    if int(_ARCH_RE.match(text).group(1)) < 50:
+        raise TargetError(f"CUDA arch {arch!r} is older than sm_50, which current CUDA compilers do not support")
+    return text
+
+
+def arch_number(arch: str) -> int:
+    return int(_ARCH_RE.match(arch).group(1))
+
+
+def normalize_archs(arch: Any) -> tuple[str, ...]:
+    items: Iterable[Any] = [arch] if isinstance(arch, (str, int)) else arch
+    archs = sorted({normalize_arch(a) for a in items}, key=lambda a: (arch_number(a), a))
+    if not archs:
+        raise TargetError("arch= is empty; give at least one CUDA arch such as 'sm_90'")
+    return tuple(archs)
+
+
+def visible_gpu_arch() -> str | None:
+    """The arch of the first visible GPU, or None where there is no driver or no device."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return None
+    try:
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        err, dev = driver.cuDeviceGet(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        attr = driver.CUdevice_attribute
+        err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        err2, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS:
+            return None
+        return f"sm_{major}{minor}"
+    except Exception:  # a broken driver install must not break target resolution
+        return None

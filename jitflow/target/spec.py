@@ -1,0 +1,159 @@
+"""Turn what the user passed as target and arch into one normalized TargetSpec."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TargetError
+from . import hosts
+from .archs import normalize_arch, normalize_archs, visible_gpu_arch
+from .hosts import DEFAULT_HOST, machine_host
+
+SUPPORTED_KINDS = ("cuda", "c")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A resolved target: its kind, the CUDA archs to build SASS for, and TVM's target config."""
+
+    kind: str
+    archs: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict, compare=False)
+    host: str = DEFAULT_HOST
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    def tvm_target(self):
+        """The tvm.target.Target used for lowering (C host for self.host; CUDA for the lowest arch)."""
+        import tvm
+
+        host = hosts.TVM_CONFIG[self.host]
+        config = dict(self.config, **{k: v for k, v in host.items() if k != "kind"}) if self.kind == "c" \
+            else self.config
+        return tvm.target.Target(config, host=host)
+
+    def describe(self) -> str:
+        text = f"{self.kind} ({', '.join(self.archs)})" if self.archs else self.kind
+        return text if self.host == machine_host() else f"{text} for {self.host}"
+
+    def check_runs_here(self) -> None:
+        """Raise LoadError when the library is for another CPU than this machine's (export it instead)."""
+        hosts.check_runs_here(self.host)
+
+    def canonical(self) -> str:
+        """Stable text of everything about the target that decides the library's bytes."""
+        return json.dumps({"config": self.config, "archs": list(self.archs), "host": self.host},
+                          sort_keys=True)
+
+
+def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
+    """(TVM target config as a plain dict, whether the user named an arch in it)."""
+    if isinstance(target, str):
+        text = target.strip()
+        if not text:
+            raise TargetError("target is empty; use 'cuda' or 'c'")
+        if text.startswith("{"):
+            try:
+                return _config_of(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise TargetError(f"target {target!r} is not valid JSON: {exc}") from None
+        kind = text.split()[0]
+        if kind not in SUPPORTED_KINDS:
+            raise TargetError(f"unsupported target {target!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        if text == kind:
+            return {"kind": kind}, False
+        return _config_of(_parse_tvm_target(text))
+    if isinstance(target, dict):
+        config = {k: v for k, v in target.items() if k != "host"}
+        kind = config.get("kind")
+        if kind not in SUPPORTED_KINDS:
+            raise TargetError(f"unsupported target kind {kind!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        return config, "arch" in config
+    if type(target).__name__ == "Target" and hasattr(target, "export"):
+        config = _plain(target.export())
+        config.pop("host", None)
+        if config.get("kind") not in SUPPORTED_KINDS:
+            raise TargetError(
+                f"unsupported target kind {config.get('kind')!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        return config, "arch" in config
+    raise TargetError(f"target must be a string, a dict or a tvm.target.Target, not {type(target).__name__}")
+
+
+def _parse_tvm_target(text: str):
+    import tvm
+
+    try:
+        return tvm.target.Target(text)
+    except Exception as exc:
+        raise TargetError(f"TVM cannot parse target {text!r}: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    """TVM containers -> JSON-ready Python values."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "__iter__"):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _named_host(target: Any) -> str | None:
+    """The host triple inside a dict or tvm.target.Target (its 'host' entry), if any."""
+    if isinstance(target, str) and target.strip().startswith("{"):
+        try:
+            target = json.loads(target)
+        except json.JSONDecodeError:
+            return None   # _config_of reports it
+    if isinstance(target, dict):
+        host = target.get("host")
+    elif type(target).__name__ == "Target" and hasattr(target, "export"):
+        host = getattr(target, "host", None)
+    else:
+        return None
+    if type(host).__name__ == "Target" and hasattr(host, "export"):
+        host = _plain(host.export())
+    return hosts.from_tvm(host)
+
+
+def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> TargetSpec:
+    """Validate target + arch (+ host) and return the TargetSpec; raises TargetError with the fix.
+
+    host: a triple from SUPPORTED_HOSTS; default the target's own host (an llvm host's mtriple),
+    else the machine running this process.
+    """
+    config, named_arch = _config_of(target)
+    host = hosts.resolve(host, _named_host(target))
+    kind = config["kind"]
+    if kind == "c":
+        if arch is not None:
+            raise TargetError("arch= applies to the 'cuda' target only; the 'c' target has no CUDA arch")
+        return TargetSpec(kind="c", config={"kind": "c"}, host=host)
+    if arch is not None:
+        archs = normalize_archs(arch)
+    elif named_arch:
+        archs = normalize_archs(config["arch"])
+    else:
+        found = visible_gpu_arch()
+        if found is None:
+            raise TargetError(
+                "no CUDA arch given and no GPU visible to pick one from; "
+                "pass arch= (for example arch='sm_90' or arch=['sm_80', 'sm_90'])")
+        archs = (normalize_arch(found),)
+    return TargetSpec(kind="cuda", archs=archs, config=_canonical_config(dict(config, arch=archs[0])), host=host)
+
+
+def _canonical_config(config: dict[str, Any]) -> dict[str, Any]:
+    """TVM's full form of a target config, so that equivalent spellings compare equal."""
+    import tvm
+
+    try:
+        full = _plain(tvm.target.Target(config).export())
+    except Exception as exc:
+        raise TargetError(f"TVM rejects the target {config}: {exc}") from None
+    full.pop("host", None)
+    return full

@@ -1,0 +1,122 @@
+"""CUDA source -> fatbin with NVRTC and nvfatbin from NVIDIA's pip wheels (no CUDA toolkit)."""
+from __future__ import annotations
+
+import logging
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import CompileError, ToolMissingError
+from . import cccl_shim, dist_info
+from .cuda_flags import DEFINES, PTXAS
+
+log = logging.getLogger("jitflow")
+INSTALL_HINT = "install the CUDA extra: pip install 'jitflow[cuda]' (NVRTC, nvfatbin and CCCL wheels)"
+
+
+def _bindings():
+    try:
+        from cuda.bindings import nvfatbin, nvrtc
+    except ImportError as exc:
+        raise ToolMissingError(f"cuda-python is not importable ({exc}); {INSTALL_HINT}") from None
+    return nvrtc, nvfatbin
+
+
+@lru_cache(maxsize=1)
+def include_dirs() -> tuple[str, ...]:
+    """The CUDA and CCCL header folders of the installed nvidia-* wheels."""
+    try:
+        import nvidia
+    except ImportError:
+        raise ToolMissingError(f"the NVIDIA CUDA wheels are not installed; {INSTALL_HINT}") from None
+    for root in getattr(nvidia, "__path__", []):
+        for sub in ("cu13", "cu12"):
+            inc = Path(root) / sub / "include"
+            if (inc / "cccl" / "cuda" / "std").is_dir():
+                return (str(inc / "cccl"), str(inc))
+    raise ToolMissingError(f"the CCCL headers (nvidia-cuda-cccl) were not found; {INSTALL_HINT}")
+
+
+@lru_cache(maxsize=1)
+def version() -> str:
+    """NVRTC and nvfatbin wheel versions (part of the cache key)."""
+    try:
+        import nvidia
+
+        sites = [dist_info.site_of(root) for root in getattr(nvidia, "__path__", [])]
+    except ImportError:
+        sites = []
+    return ";".join(f"{dist}=={dist_info.version(dist, sites) or 'missing'}"
+                    for dist in ("nvidia-cuda-nvrtc", "nvidia-nvfatbin", "nvidia-cuda-cccl"))
+
+
+def _check(result, what: str, log_text: str = "", source: Path | None = None) -> None:
+    nvrtc, _ = _bindings()
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        raise CompileError("NVRTC", what, f"{err!r}\n{log_text}", source)
+
+
+def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Path | None,
+                 use_shim: bool | None = None):
+    """One NVRTC compile for one arch: (cubin, ptx, log)."""
+    nvrtc, _ = _bindings()
+    if use_shim is None:
+        use_shim = cccl_shim.applies(source)
+    names = list(cccl_shim.HEADERS) if use_shim else []
+    bodies = [cccl_shim.HEADERS[n].encode() for n in names]
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernels.cu", len(names), bodies,
+                                         [n.encode() for n in names])
+    _check((err,), "nvrtcCreateProgram")
+    includes = [] if use_shim else [f"-I{d}" for d in include_dirs()]
+    opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128", *DEFINES,
+            *[f"--ptxas-options={p}" for p in PTXAS], *includes, *options]
+    try:
+        (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        text = buf.rstrip(b"\0").decode(errors="replace")
+        if int(res) != 0:
+            raise CompileError("NVRTC", "nvrtcCompileProgram " + " ".join(opts), text, source_path)
+        _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        cubin = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        ptx = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+        return cubin, ptx, text
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (),
+                   source_path: Path | None = None,
+                   on_arch: Callable[[str, float], None] | None = None) -> tuple[bytes, str]:
+    """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log)."""
+    _, nvfatbin = _bindings()
+    handle = nvfatbin.create([], 0)
+    logs = []
+    try:
+        for i, arch in enumerate(archs):
+            start = time.perf_counter()
+            cubin, ptx, text = _compile_one(source, arch, options, source_path)
+            logs.append(f"== {arch} ==\n{text}")
+            sm = arch[len("sm_"):]
+            nvfatbin.add_cubin(handle, cubin, len(cubin), sm, f"kernels_{arch}")
+            if i == 0:
+                nvfatbin.add_ptx(handle, ptx, len(ptx), sm, f"kernels_{arch}", "")
+            if on_arch:
+                on_arch(arch, time.perf_counter() - start)
+        size = nvfatbin.size(handle)
+        out = bytearray(size)
+        nvfatbin.get(handle, out)
+        return bytes(out), "\n".join(logs)
+    except CompileError:
+        raise
+    except Exception as exc:  # nvfatbin raises its own error type
+        raise CompileError("nvfatbin", "nvfatbin create/add/get", str(exc), source_path) from None
+    finally:
+        nvfatbin.destroy(handle)
+

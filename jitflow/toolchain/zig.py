@@ -1,0 +1,100 @@
+"""The C toolchain: the zig cc bundled in the `ziglang` wheel (no system compiler, no LLVM install)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import CompileError, ToolMissingError
+from . import dist_info
+
+#: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
+#: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
+#: build machine's, so a library runs on any CPU of its architecture.
+ZIG_TARGETS = {"x86_64-linux-gnu": "x86_64-linux-gnu.2.17",
+               "aarch64-linux-gnu": "aarch64-linux-gnu.2.17"}
+_FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
+          "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
+
+
+@lru_cache(maxsize=1)
+def zig_binary() -> str:
+    """The zig executable inside the installed ziglang package."""
+    try:
+        import ziglang
+    except ImportError:
+        raise ToolMissingError("the ziglang package is not installed; pip install ziglang") from None
+    exe = Path(ziglang.__file__).parent / "zig"
+    if not exe.is_file():
+        raise ToolMissingError(f"the ziglang package has no zig binary at {exe}; reinstall ziglang")
+    return str(exe)
+
+
+@lru_cache(maxsize=1)
+def version() -> str:
+    """Version of zig (part of the cache key): the wheel's metadata, else `zig version`."""
+    found = dist_info.version("ziglang", [dist_info.site_of(Path(zig_binary()).parent)])
+    if found:
+        return found
+    proc = subprocess.run([zig_binary(), "version"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise ToolMissingError("zig does not run (`zig version` failed); reinstall ziglang")
+    return proc.stdout.strip()
+
+
+def _env(zig_cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "CXX", "CFLAGS", "LDFLAGS", "CPATH")}
+    env["ZIG_GLOBAL_CACHE_DIR"] = str(zig_cache)
+    env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache)
+    return env
+
+
+class Job:
+    """A zig cc process running in the background (the host compiles while NVRTC works)."""
+
+    def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None) -> None:
+        zig_cache.mkdir(parents=True, exist_ok=True)
+        self.command = [zig_binary(), "cc", *args]
+        self.source = source
+        try:
+            self.proc = subprocess.Popen(self.command, cwd=cwd, env=_env(zig_cache), stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, text=True)
+        except OSError as exc:
+            raise CompileError("zig cc", self.command, str(exc), source) from None
+
+    def wait(self) -> str:
+        """Wait for zig; raise CompileError with the command and log on failure."""
+        out, _ = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise CompileError("zig cc", self.command, out, self.source)
+        return out
+
+    def cancel(self) -> None:
+        """Stop zig when the build failed elsewhere."""
+        self.proc.kill()
+        self.proc.communicate()
+
+
+def run(args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None) -> str:
+    """Run `zig cc ARGS` in cwd and wait for it."""
+    return Job(args, cwd, zig_cache, source).wait()
+
+
+def flags(host: str, cwd: Path) -> list[str]:
+    return ["-target", ZIG_TARGETS[host], *[f.format(cwd=cwd) for f in _FLAGS]]
+
+
+def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path) -> Job:
+    """Start compiling C source -> position-independent object file; call .wait() on the result."""
+    cwd = out.parent
+    return Job([*flags(host, cwd), *[f"-I{d}" for d in include_dirs], "-c", os.path.relpath(source, cwd),
+         "-o", out.name], cwd=cwd, zig_cache=zig_cache, source=source)
+
+
+def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path) -> None:
+    """Objects and assembly files -> shared library; TVM's symbols resolve when the runtime loads it."""
+    cwd = out.parent
+    run([*flags(host, cwd), "-shared", "-Wl,--build-id=none", *[str(p.relative_to(cwd)) for p in inputs],
+         "-lm", "-o", out.name], cwd=cwd, zig_cache=zig_cache)

@@ -1,0 +1,74 @@
+"""Logging: hit/miss and stage times at info; nothing at the default level; progress only on request."""
+from __future__ import annotations
+
+import io
+import logging
+import time
+
+import jitflow
+import kernels
+from conftest import run_python
+from jitflow import config
+from jitflow.builder import progress
+
+
+def test_info_logs_miss_stages_and_hit(cache_dir, caplog):
+    caplog.set_level(logging.INFO, logger="jitflow")
+    exe = jitflow.compile(kernels.axpb(700.0), "c")
+    exe.jit()
+    text = caplog.text
+    for stage in ("lower took", "host took", "link took", "store took", "built "):
+        assert stage in text
+    caplog.clear()
+    jitflow.executable._LOADED.clear()
+    jitflow.compile(kernels.axpb(700.0), "c").jit()
+    assert "hit " in caplog.text and "lower took" not in caplog.text
+
+
+def test_build_info_has_stage_times(cache_dir):
+    exe = jitflow.compile(kernels.axpb(701.0), "c")
+    exe.jit()
+    info = exe.build_info
+    assert info.outcome == "built" and set(info.stages) >= {"lower", "host", "link", "store"}
+    assert all(v >= 0 for v in info.stages.values()) and info.total >= max(info.stages.values())
+
+
+def test_jitflow_log_env_levels(cache_dir):
+    code = """
+        import jitflow, kernels
+        jitflow.compile(kernels.axpb(702.0), "c").jit()
+    """
+    assert run_python(code, env={"JITFLOW_LOG": ""}).stderr.strip() == ""
+    info = run_python(code.replace("702.0", "703.0"), env={"JITFLOW_LOG": "info"}).stderr
+    assert "lower took" in info and " ... " not in info
+    debug = run_python(code.replace("702.0", "704.0"), env={"JITFLOW_LOG": "debug"}).stderr
+    assert "lower ..." in debug
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_terminals_and_only_for_slow_builds(monkeypatch):
+    monkeypatch.delenv("JITFLOW_PROGRESS", raising=False)
+    quiet = io.StringIO()
+    p = progress.Progress("x", stream=quiet, delay=0.0)
+    time.sleep(0.1)
+    p.close()
+    assert quiet.getvalue() == ""               # not a terminal
+    fast = _Tty()
+    p = progress.Progress("x", stream=fast, delay=5.0)
+    p.close()
+    assert fast.getvalue() == ""                # finished before the delay
+    slow = _Tty()
+    p = progress.Progress("abc", stream=slow, delay=0.0)
+    p.set("device code for sm_90")
+    p.finished("sm_80")
+    time.sleep(0.3)
+    p.close()
+    out = slow.getvalue()
+    assert "building abc | " in out and "device code for sm_90" in out and "done: sm_80" in out
+    assert out.endswith("\n")
+    monkeypatch.setenv("JITFLOW_PROGRESS", "0")
+    assert not progress.enabled(_Tty(), config.progress_mode())

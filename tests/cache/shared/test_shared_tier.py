@@ -1,0 +1,514 @@
+"""The shared cache tier: one build per cluster, signed entries checked, and never a failed build.
+
+Every test that needs Redis runs a real redis-server (tests/redis_server.py) with cache/redis.conf;
+"nodes" are processes or Executables with separate local caches sharing that one tier.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import jitflow
+import numpy as np
+import pytest
+import tvm
+from jitflow import logs
+from jitflow.cache.shared import backend
+from jitflow.cache.shared import entry_format as remote_entry
+from jitflow.cache.shared import stats as remote_cache
+from jitflow.cache.shared import tier as remote_tier
+from jitflow.config import RemoteSettings
+from jitflow.errors import RemoteEntryError
+
+import kernels
+from conftest import ROOT, run_python, start_python
+from redis_server import RedisServer, free_port, redis_missing, required_in_ci
+
+SECRET = "test-signing-key"
+
+NODE = """
+    import json, sys, time
+    import numpy as np, tvm, jitflow, kernels
+    from jitflow.cache.shared import stats as remote_cache
+    scale = {scale}
+    {setup}
+    exe = jitflow.compile(kernels.axpb(scale), "c")
+    a = np.arange(64, dtype="float32")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe["main"](tvm.runtime.tensor(a), c)
+    np.testing.assert_allclose(c.numpy(), a * scale + 1)
+    print(exe.build_info.outcome, json.dumps(remote_cache.stats()), flush=True)
+"""
+
+NO_LOWERING = """
+    def refuse(*a, **k):
+        raise RuntimeError("a shared hit must not lower or compile")
+    tvm.compile = refuse
+    import jitflow.builder.lower
+    jitflow.builder.lower.lower = refuse
+"""
+
+# a barrier across processes, then a build slow enough that every racer arrives while it runs
+RACE = """
+    import os, pathlib, jitflow.pipeline
+    barrier = pathlib.Path({barrier!r})
+    (barrier / str(os.getpid())).touch()
+    deadline = time.monotonic() + 120
+    while len(list(barrier.iterdir())) < {n} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    build = jitflow.pipeline.build_into
+    def slow_build(*a, **k):
+        time.sleep(1.5)
+        return build(*a, **k)
+    jitflow.pipeline.build_into = slow_build
+"""
+
+HANG_IN_BUILD = """
+    import jitflow.pipeline
+    def hang(*a, **k):
+        print("building", flush=True)
+        time.sleep(600)
+    jitflow.pipeline.build_into = hang
+"""
+
+
+def node_code(scale: float, setup: str = "") -> str:
+    import textwrap
+
+    return NODE.format(scale=scale, setup=textwrap.indent(textwrap.dedent(setup), "    ").strip())
+
+
+def node_env(tmp_path, name: str, **extra: str) -> dict[str, str]:
+    return {"JITFLOW_CACHE_DIR": str(tmp_path / name), **extra}
+
+
+def run_kernel(scale: float, cache_dir) -> str:
+    """Build or fetch axpb(scale) in this process with its own local cache; check it; the outcome."""
+    exe = jitflow.compile(kernels.axpb(scale), "c", cache_dir=cache_dir)
+    a = np.arange(64, dtype="float32")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe["main"](tvm.runtime.tensor(a), c)
+    np.testing.assert_allclose(c.numpy(), a * scale + 1)
+    return exe.build_info.outcome
+
+
+def local_entry(cache_root, key: str):
+    return cache_root / "v1" / "entries" / key[:2] / key
+
+
+def key_of(scale: float) -> str:
+    return jitflow.compile(kernels.axpb(scale), "c").key
+
+
+def tier_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "jitflow" and r.levelno == logging.WARNING and "shared cache tier" in r.getMessage()]
+
+
+@pytest.fixture(autouse=True)
+def fresh_tier_state(monkeypatch):
+    """Each test starts as a new process would: no tiers opened, no warning given, zero counters."""
+    remote_tier.forget_tiers()
+    logs.forget_warnings()
+    remote_cache.reset_stats()
+    for name in ("JITFLOW_REMOTE_CACHE", "JITFLOW_REMOTE_CACHE_KEY", "JITFLOW_REMOTE_CACHE_UNSIGNED",
+                 "JITFLOW_REMOTE_CACHE_MAX_BYTES", "JITFLOW_REMOTE_CACHE_TIMEOUT", "JITFLOW_REMOTE_CACHE_LOCK_TTL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _need_redis() -> None:
+    why = redis_missing()
+    if why:
+        if required_in_ci():
+            pytest.fail(f"the shared-tier tests must run in CI: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    _need_redis()
+    server = RedisServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def tier(redis_server, cache_dir, monkeypatch):
+    """An empty shared tier that jitflow (this process and its children) uses with the signing key."""
+    redis_server.admin().flushall()
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE", redis_server.url)
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    return redis_server
+
+
+# --- the entry format -------------------------------------------------------------------------
+
+def test_entry_checks_refuse_every_kind_of_damage(tier, tmp_path):
+    run_kernel(21.0, tmp_path / "a")
+    key = key_of(21.0)
+    entry = local_entry(tmp_path / "a", key)
+    blob = remote_entry.pack(entry, key, SECRET, 1 << 20)
+    meta, files = remote_entry.unpack(blob, key, SECRET)
+    assert files["lib.so"] == (entry / "lib.so").read_bytes()
+    assert files["src/host.c"] == (entry / "src" / "host.c").read_bytes()
+    assert meta["so_sha256"] == hashlib.sha256(files["lib.so"]).hexdigest()
+
+    flipped = bytearray(blob)
+    library_at = 40 + int.from_bytes(blob[36:40], "big")  # magic, HMAC, header size, header
+    assert blob[library_at:library_at + 4] == b"\x7fELF"
+    flipped[library_at + 100] ^= 1
+    with pytest.raises(RemoteEntryError, match="signature"):
+        remote_entry.unpack(bytes(flipped), key, SECRET)
+    with pytest.raises(RemoteEntryError, match="sha256"):  # unsigned readers still check each file
+        remote_entry.unpack(bytes(flipped), key, None)
+    with pytest.raises(RemoteEntryError, match="signature"):
+        remote_entry.unpack(blob, key, "another key")
+    with pytest.raises(RemoteEntryError, match="signature"):  # a valid entry moved to another key
+        remote_entry.unpack(blob, key_of(22.0), SECRET)
+    with pytest.raises(RemoteEntryError):
+        remote_entry.unpack(blob[:-10], key, None)
+    with pytest.raises(RemoteEntryError, match="not a jitflow"):
+        remote_entry.unpack(b"garbage", key, SECRET)
+
+    # a correctly signed entry that names a file outside its folder is still refused
+    header = {"key": key, "format": 1, "meta": meta, "files": [["lib.so", len(files["lib.so"]),
+                                                                 meta["so_sha256"]], ["src/../../x", 1, "0"]]}
+    head = json.dumps(header).encode()
+    body = len(head).to_bytes(4, "big") + head + files["lib.so"] + b"x"
+    evil = remote_entry.MAGIC + remote_entry._mac(SECRET, key, body) + body
+    with pytest.raises(RemoteEntryError, match="bad file name"):
+        remote_entry.unpack(evil, key, SECRET)
+
+    # over the size cap: the sources are left out first, then the entry altogether
+    lib_only = len(files["lib.so"]) + 2000
+    _, small = remote_entry.unpack(remote_entry.pack(entry, key, SECRET, lib_only), key, SECRET)
+    assert list(small) == ["lib.so"]
+    assert remote_entry.pack(entry, key, SECRET, 1000) is None
+
+
+# --- sharing ----------------------------------------------------------------------------------
+
+def test_two_nodes_share_one_build(tier, tmp_path):
+    assert run_kernel(23.0, tmp_path / "node-a") == "built"
+    key = key_of(23.0)
+    assert tier.entry_names() == [f"jitflow:v1:entry:{key}".encode()]
+    assert remote_cache.stats()["stored"] == 1
+
+    out = run_python(node_code(23.0, NO_LOWERING), env=node_env(tmp_path, "node-b")).stdout.split(maxsplit=1)
+    assert out[0] == "shared"
+    assert json.loads(out[1])["hits"] == 1
+    # node B's local copy went through the local cache's publish: same bytes, metadata, sources
+    a, b = local_entry(tmp_path / "node-a", key), local_entry(tmp_path / "node-b", key)
+    assert (b / "lib.so").read_bytes() == (a / "lib.so").read_bytes()
+    meta = json.loads((b / "meta.json").read_text())
+    assert meta["so_sha256"] == hashlib.sha256((b / "lib.so").read_bytes()).hexdigest() and meta["fetched"] > 0
+    assert (b / "src" / "host.c").read_text() == (a / "src" / "host.c").read_text()
+    assert (b / "last_used").exists()
+
+
+def _resign_for_other_inputs(tier, key: str, folder) -> None:
+    """Replace the entry by a correctly signed one whose metadata records other tool versions."""
+    meta, files = remote_entry.unpack(tier.admin().get(f"jitflow:v1:entry:{key}"), key, SECRET)
+    meta["key_inputs"]["versions"]["tvm"] = "0.0"
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    (folder / "meta.json").write_text(json.dumps(meta))
+    tier.admin().set(f"jitflow:v1:entry:{key}", remote_entry.pack(folder, key, SECRET, 1 << 20))
+
+
+@pytest.mark.parametrize("damage", ["flip a library byte", "sign with another key", "sign other inputs"])
+def test_bad_shared_entry_is_refused_logged_and_rebuilt(tier, tmp_path, monkeypatch, caplog, damage):
+    scale = {"flip a library byte": 24.0, "sign with another key": 25.0, "sign other inputs": 39.0}[damage]
+    key = key_of(scale)
+    if damage == "sign with another key":
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", "an intruder's key")
+        assert run_kernel(scale, tmp_path / "a") == "built"
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    else:
+        assert run_kernel(scale, tmp_path / "a") == "built"
+    if damage == "flip a library byte":
+        blob = bytearray(tier.admin().get(f"jitflow:v1:entry:{key}"))
+        blob[len(blob) // 2] ^= 0x40
+        tier.admin().set(f"jitflow:v1:entry:{key}", bytes(blob))
+    elif damage == "sign other inputs":
+        _resign_for_other_inputs(tier, key, tmp_path / "forged")
+    caplog.set_level(logging.WARNING, "jitflow")
+    remote_cache.reset_stats()
+
+    assert run_kernel(scale, tmp_path / "b") == "built"
+    assert remote_cache.stats()["refusals"] == 1
+    expected = key[:12] if damage == "sign other inputs" else "signature"  # the local cache says why
+    assert any(expected in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    # the rebuilt entry replaced the bad one: it passes the checks and the next node loads it
+    remote_entry.unpack(tier.admin().get(f"jitflow:v1:entry:{key}"), key, SECRET)
+    assert run_kernel(scale, tmp_path / "c") == "shared"
+
+
+def test_unsigned_entries_need_an_explicit_opt_in(tier, tmp_path, monkeypatch, caplog):
+    assert run_kernel(26.0, tmp_path / "a") == "built"
+    remote_cache.reset_stats()
+    monkeypatch.delenv("JITFLOW_REMOTE_CACHE_KEY")
+    caplog.set_level(logging.WARNING, "jitflow")
+    assert run_kernel(26.0, tmp_path / "b") == "built"  # no key, no opt-in: shared entries are not read
+    assert any("JITFLOW_REMOTE_CACHE_KEY is not" in r.getMessage() for r in caplog.records)
+    assert remote_cache.stats() == dict.fromkeys(remote_cache.COUNTERS, 0)
+
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_UNSIGNED", "1")
+    assert run_kernel(27.0, tmp_path / "c") == "built"   # opted in: writes unsigned entries ...
+    assert run_kernel(27.0, tmp_path / "d") == "shared"  # ... and reads them
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    assert run_kernel(27.0, tmp_path / "e") == "built"   # a node with the key refuses unsigned ones
+    assert remote_cache.stats()["refusals"] == 1
+
+
+def test_racing_nodes_build_once(tier, tmp_path):
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    setup = RACE.format(barrier=str(barrier), n=4)
+    procs = [start_python(node_code(28.0, setup), env=node_env(tmp_path, f"node{i}")) for i in range(4)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        outcome, stats = out.split(maxsplit=1)
+        results.append((outcome, json.loads(stats)))
+    assert sorted(o for o, _ in results) == ["built", "shared", "shared", "shared"]
+    assert sum(s["stored"] for _, s in results) == 1 and sum(s["hits"] for _, s in results) == 3
+
+
+def _lines(stream) -> queue.Queue:
+    """The stream's lines as they come, then "" at its end."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _wait_for(lines: queue.Queue, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=deadline - time.monotonic())
+        except queue.Empty:
+            break
+        if not line:
+            break
+        if text in line:
+            return
+        seen.append(line)
+    raise AssertionError(f"no line with {text!r} within {timeout} s; saw: {''.join(seen[-20:])}")
+
+
+def test_killed_builder_frees_the_key_after_the_lock_expires(tier, tmp_path):
+    ttl = {"JITFLOW_REMOTE_CACHE_LOCK_TTL": "1", "JITFLOW_LOG": "info"}
+    builder = start_python(node_code(29.0, HANG_IN_BUILD), env=node_env(tmp_path, "a", **ttl))
+    waiter = None
+    try:
+        _wait_for(_lines(builder.stdout), "building", 60)  # holds the cluster lock now
+        waiter = start_python(node_code(29.0), env=node_env(tmp_path, "b", **ttl))
+        _wait_for(_lines(waiter.stderr), "another node is building", 60)
+        time.sleep(3)  # three lock lifetimes: only the builder's renewals keep the lock
+        assert waiter.poll() is None, "the waiter built while the builder was alive"
+        builder.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        out, _ = waiter.communicate(timeout=60)
+        assert waiter.returncode == 0 and out.split()[0] == "built"
+        assert time.monotonic() - killed < 30
+    finally:
+        for p in (builder, waiter):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+
+
+# --- the tier never fails a build -------------------------------------------------------------
+
+def test_redis_stopped_mid_run_builds_go_on_locally(cache_dir, tmp_path, monkeypatch, caplog):
+    _need_redis()
+    server = RedisServer().start()
+    try:
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE", server.url)
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+        caplog.set_level(logging.WARNING, "jitflow")
+        assert run_kernel(30.0, tmp_path / "a") == "built"
+        assert len(server.entry_names()) == 1
+
+        import jitflow.pipeline
+
+        build = jitflow.pipeline.build_into
+
+        def stop_then_build(*a, **k):  # the server goes away while this node holds the cluster lock
+            server.stop()
+            return build(*a, **k)
+
+        monkeypatch.setattr(jitflow.pipeline, "build_into", stop_then_build)
+        assert run_kernel(31.0, tmp_path / "a") == "built"
+        monkeypatch.setattr(jitflow.pipeline, "build_into", build)
+        start = time.monotonic()
+        assert run_kernel(32.0, tmp_path / "b") == "built"
+        assert run_kernel(30.0, tmp_path / "c") == "built"
+        assert time.monotonic() - start < 10
+        assert len(tier_warnings(caplog)) == 1
+        assert remote_cache.stats()["errors"] >= 1
+    finally:
+        server.close()
+
+
+def test_slow_tier_gives_up_after_the_timeout(cache_dir, tmp_path, monkeypatch, caplog):
+    _need_redis()
+    with socket.socket() as black_hole:  # accepts connections, never answers
+        black_hole.bind(("127.0.0.1", 0))
+        black_hole.listen(16)
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE", f"redis://127.0.0.1:{black_hole.getsockname()[1]}/0")
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_TIMEOUT", "0.5")
+        caplog.set_level(logging.WARNING, "jitflow")
+        exe = jitflow.compile(kernels.axpb(33.0), "c", cache_dir=tmp_path / "a")
+        exe.jit()
+        assert exe.build_info.outcome == "built"
+        assert 0.4 < exe.build_info.stages["shared tier"] < 3
+        assert run_kernel(34.0, tmp_path / "a") == "built"  # the tier is left alone now: no new timeout
+        assert len(tier_warnings(caplog)) == 1 and remote_cache.stats()["errors"] == 1
+
+
+def test_full_tier_refusing_writes_still_builds(tier, tmp_path, caplog):
+    admin = tier.admin()
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", "1")
+    try:
+        caplog.set_level(logging.WARNING, "jitflow")
+        assert run_kernel(35.0, tmp_path / "a") == "built"
+        assert tier.entry_names() == []
+        assert len(tier_warnings(caplog)) == 1 and "maxmemory" in tier_warnings(caplog)[0]
+    finally:
+        admin.config_set("maxmemory", "4gb")
+        admin.config_set("maxmemory-policy", "allkeys-lru")
+
+
+def test_entries_over_the_size_cap_are_not_sent(tier, tmp_path, monkeypatch):
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_MAX_BYTES", "1KiB")
+    assert run_kernel(36.0, tmp_path / "a") == "built"
+    assert tier.entry_names() == [] and remote_cache.stats()["too_large"] == 1
+    # others are told not to wait for this key: they build at once
+    assert tier.admin().get(f"jitflow:v1:nostore:{key_of(36.0)}") == b"too large"
+    assert run_kernel(36.0, tmp_path / "b") == "built"
+
+
+# --- another backend, health checks, deployment assets ---------------------------------------
+
+class DictBackend(backend.RemoteBackend):
+    """A shared tier in this process's memory, selected as JITFLOW_REMOTE_CACHE=module:Class."""
+
+    data: dict[str, tuple[bytes, float]] = {}
+
+    def _alive(self, name):
+        value = self.data.get(name)
+        return value if value and value[1] > time.monotonic() else None
+
+    def get(self, name):
+        value = self._alive(name)
+        return value[0] if value else None
+
+    def put(self, name, data, ttl=None):
+        self.data[name] = (data, time.monotonic() + (ttl or 1e9))
+
+    def acquire(self, name, token, ttl):
+        if self._alive(name):
+            return False
+        self.put(name, token.encode(), ttl)
+        return True
+
+    def renew(self, name, token, ttl):
+        if self.get(name) != token.encode():
+            return False
+        self.put(name, token.encode(), ttl)
+        return True
+
+    def release(self, name, token):
+        if self.get(name) == token.encode():
+            del self.data[name]
+
+
+def test_backend_chosen_by_module_and_class(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE", f"{__name__}:DictBackend")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    assert run_kernel(37.0, tmp_path / "a") == "built"
+    assert [n for n in DictBackend.data if ":entry:" in n] == [f"v1:entry:{key_of(37.0)}"]
+    assert run_kernel(37.0, tmp_path / "b") == "shared"
+    assert not any(":lock:" in n for n in DictBackend.data)  # released
+
+
+def test_check_reports_reachable_authenticated_writable_signed(redis_server):
+    results = backend.check(RemoteSettings(url=redis_server.url, secret=SECRET))
+    assert all(r.ok for r in results), results
+    text = " | ".join(r.detail for r in results)
+    for word in ("reachable", "authenticated as jitflow", "read and write work", "signing key set"):
+        assert word in text
+    assert redis_server.password not in text
+
+    wrong = redis_server.url.replace(redis_server.password, "wrong")
+    results = backend.check(RemoteSettings(url=wrong, secret=SECRET))
+    assert [r.ok for r in results] == [True, False, True] and "not authenticated" in results[1].detail
+
+    results = backend.check(RemoteSettings(url=f"redis://127.0.0.1:{free_port()}/0", timeout=1))
+    assert [r.ok for r in results] == [False, False]
+    assert "not reachable" in results[0].detail and "no signing key" in results[1].detail and results[1].fix
+
+    assert backend.check(RemoteSettings())[0].ok
+    results = backend.check(RemoteSettings(url="nowhere.module:Nothing", secret=SECRET))
+    assert not results[0].ok and "cannot load" in results[0].detail
+
+
+def test_start_script_runs_a_tier_that_checks_out(tmp_path):
+    _need_redis()
+    port = free_port()
+    proc = subprocess.Popen(["bash", str(ROOT / "cache" / "start.sh"), str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = _lines(proc.stdout)
+        exports: dict[str, str] = {}
+        ready, deadline = False, time.monotonic() + 20
+        while not (ready and len(exports) == 2):
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            assert line, f"start.sh exited ({proc.wait()})"
+            if line.startswith("export "):
+                name, _, value = line[len("export "):].strip().partition("=")
+                exports[name] = value
+            ready = ready or "Ready to accept" in line
+        settings = RemoteSettings(url=exports["JITFLOW_REMOTE_CACHE"], secret=exports["JITFLOW_REMOTE_CACHE_KEY"])
+        results = backend.check(settings)
+        assert all(r.ok for r in results), results
+        assert any("allkeys-lru" in r.detail for r in results) or len(results) == 4
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_settings_parse_sizes_and_refuse_nonsense(monkeypatch):
+    from jitflow.config import resolve_remote
+    from jitflow.errors import InvalidInputError
+
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_MAX_BYTES", "16MiB")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_LOCK_TTL", "2.5")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    settings = resolve_remote()
+    assert (settings.max_bytes, settings.lock_ttl, settings.timeout) == (16 << 20, 2.5, 2.0)
+    assert SECRET not in repr(settings) and "redis://" not in repr(settings)
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(InvalidInputError, match="JITFLOW_REMOTE_CACHE_MAX_BYTES"):
+        jitflow.compile(kernels.axpb(38.0), "c")

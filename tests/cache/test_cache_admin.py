@@ -1,0 +1,84 @@
+"""Bounded cache: least recently used entries go first, never one in use or just published."""
+from __future__ import annotations
+
+import os
+import time
+
+import jitflow
+from jitflow.cache import admin as cache_admin
+from jitflow.cache.disk import Cache
+
+import kernels
+from conftest import start_python
+
+
+def _age(cache_dir, exe, seconds_ago):
+    entry = cache_dir / "v1" / "entries" / exe.key[:2] / exe.key
+    t = time.time() - seconds_ago
+    os.utime(entry / "last_used", (t, t))
+    os.utime(entry, (t, t))
+
+
+def test_cap_evicts_least_recently_used_when_a_build_lands(cache_dir, monkeypatch):
+    exes = [jitflow.compile(kernels.axpb(200.0 + i), "c") for i in range(3)]
+    for exe in exes:
+        exe.jit()
+    sizes = [e.size for e in cache_admin.entries(Cache(cache_dir))]
+    # used long ago in the order 1, 0, 2 (entry 1 is the least recently used)
+    for exe, ago in zip(exes, (3000, 4000, 2000)):
+        _age(cache_dir, exe, ago)
+    monkeypatch.setenv("JITFLOW_CACHE_MAX_SIZE", str(sum(sizes) + min(sizes) // 2))  # room for 3.5 entries
+    newest = jitflow.compile(kernels.axpb(299.0), "c")
+    newest.jit()
+    left = {e.key for e in cache_admin.entries(Cache(cache_dir))}
+    assert left == {exes[0].key, exes[2].key, newest.key}
+
+
+def test_entries_in_grace_period_or_being_built_are_kept(cache_dir):
+    a, b = (jitflow.compile(kernels.axpb(300.0 + i), "c") for i in range(2))
+    a.jit()
+    b.jit()
+    cache = Cache(cache_dir)
+    _age(cache_dir, b, 5000)
+    with cache.lock(b.key):     # another process is rebuilding b
+        removed = cache_admin.prune(cache, max_size=0)
+    assert removed == []        # a was just published, b is locked
+    assert {e.key for e in cache_admin.prune(cache, max_size=0)} == {b.key}
+
+
+def test_stale_staging_folders_are_removed(cache_dir):
+    jitflow.compile(kernels.axpb(310.0), "c").jit()
+    cache = Cache(cache_dir)
+    dead = cache.staging_root / "dead.build"
+    dead.mkdir()
+    old = time.time() - 2 * cache_admin.STALE_STAGING_SECONDS
+    os.utime(dead, (old, old))
+    cache_admin.prune(cache)
+    assert not dead.exists()
+
+
+def test_pruning_while_others_read_never_fails_a_reader(cache_dir):
+    exes = [jitflow.compile(kernels.axpb(400.0 + i), "c") for i in range(3)]
+    for exe in exes:
+        exe.jit()
+    reader = """
+        import numpy as np, tvm, jitflow, kernels, jitflow.executable as ex
+        for round in range(15):
+            for i in range(3):
+                ex._LOADED.clear()
+                exe = jitflow.compile(kernels.axpb(400.0 + i), "c")
+                c = tvm.runtime.tensor(np.zeros(64, "float32"))
+                exe["main"](tvm.runtime.tensor(np.ones(64, "float32")), c)
+                np.testing.assert_allclose(c.numpy(), 400.0 + i + 1)
+        print("reader ok")
+    """
+    procs = [start_python(reader) for _ in range(2)]
+    cache = Cache(cache_dir)
+    evicted = 0
+    while any(p.poll() is None for p in procs):
+        evicted += len(cache_admin.prune(cache, max_size=0, grace=0))
+        time.sleep(0.01)
+    for p in procs:
+        out, err = p.communicate()
+        assert p.returncode == 0 and "reader ok" in out, err
+    assert evicted > 0  # the pruner really removed entries under the readers

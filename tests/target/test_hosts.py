@@ -1,0 +1,182 @@
+"""Host builds for another CPU (aarch64 from x86-64): targets, ELF facts, and running under qemu."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import jitflow
+import numpy as np
+import pytest
+from jitflow import cli
+from jitflow.errors import LoadError, TargetError
+from jitflow.formats import elf as elf_info
+from jitflow.formats import library_blob
+from jitflow.runtime import load as loader
+from jitflow.target import resolve_target
+from jitflow.target.hosts import SUPPORTED_HOSTS, machine_host
+from jitflow.toolchain import zig as zig_cc
+
+import kernels
+from conftest import TESTS
+from portability import check_portable
+
+ARM = "aarch64-linux-gnu"
+DRIVER = TESTS / "data" / "ffi_driver.c"
+
+
+# -- choosing the host --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["aarch64-linux-gnu", "aarch64-unknown-linux-gnu", "arm64-linux-gnu",
+                                  " AArch64-none-linux-gnu "])
+def test_host_spellings_resolve_to_one_triple(text):
+    assert resolve_target("c", host=text).host == ARM
+
+
+@pytest.mark.parametrize("text", ["riscv64-linux-gnu", "aarch64-linux-musl", "x86_64-windows-msvc",
+                                  "armv7-linux-gnueabihf", "aarch64", ""])
+def test_unsupported_host_lists_the_supported_ones(text):
+    with pytest.raises(TargetError) as err:
+        resolve_target("c", host=text)
+    assert f"unsupported host {text!r}" in str(err.value)
+    assert all(h in str(err.value) for h in SUPPORTED_HOSTS)
+
+
+@pytest.mark.parametrize("machine, expected", [("x86_64", "x86_64-linux-gnu"), ("aarch64", ARM),
+                                                ("arm64", ARM), ("ppc64le", None)])
+def test_default_host_is_this_machine(monkeypatch, machine, expected):
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    if expected is None:
+        with pytest.raises(TargetError, match="ppc64le.*pass host= one of x86_64-linux-gnu, aarch64"):
+            resolve_target("c")
+    else:
+        assert resolve_target("c").host == expected
+
+
+def test_host_comes_from_a_tvm_target_host():
+    import tvm
+
+    arm_llvm = {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host=arm_llvm)
+    spec = resolve_target(target)
+    assert (spec.host, spec.archs) == (ARM, ("sm_90",))
+    assert resolve_target({"kind": "c", "host": arm_llvm}).host == ARM
+    assert resolve_target({"kind": "c", "host": ARM}).host == ARM
+    assert resolve_target(tvm.target.Target("c", host="c")).host == machine_host()
+    with pytest.raises(TargetError, match="disagrees"):
+        resolve_target(target, host="x86_64-linux-gnu")
+    with pytest.raises(TargetError, match="unsupported host target kind 'cuda'"):
+        resolve_target({"kind": "c", "host": {"kind": "cuda"}})
+
+
+def test_host_is_part_of_the_cache_key(cache_dir):
+    keys = {h: jitflow.compile(kernels.vecadd(64), "c", host=h).key for h in SUPPORTED_HOSTS}
+    assert len(set(keys.values())) == len(SUPPORTED_HOSTS)
+    assert jitflow.compile(kernels.vecadd(64), "c", host="aarch64-unknown-linux-gnu").key == keys[ARM]
+
+
+def test_jit_refuses_a_library_for_another_cpu(cache_dir):
+    foreign = next(h for h in SUPPORTED_HOSTS if h != machine_host())
+    exe = jitflow.compile(kernels.vecadd(64), "c", host=foreign)
+    with pytest.raises(LoadError, match=f"built for {foreign}.*export_library"):
+        exe.jit()
+    assert not cache_dir.exists() or not any(cache_dir.rglob("lib.so"))   # refused before building
+
+
+# -- what an aarch64 build contains -------------------------------------------------------------
+
+def test_cpu_module_builds_for_aarch64(cache_dir, tmp_path):
+    exe = jitflow.compile(kernels.libm_calls(), "c", host=ARM)
+    info = elf_info.read(exe.export_library(tmp_path / "libm_arm.so"))
+    check_portable(info, "aarch64")
+    assert "libm.so.6" in info.needed and info.glibc_baseline == "2.17"   # aarch64's first glibc
+    host_c = (exe.build_info.library.parent / "src" / "host.c").read_text()
+    assert '"keys":["arm_cpu","cpu"]' in host_c.splitlines()[0]       # TVM lowered for an Arm CPU
+    assert exe.target.describe() == f"c for {ARM}" or machine_host() == ARM
+
+
+def test_cuda_module_builds_for_aarch64(cache_dir, tmp_path):
+    exe = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90", host=ARM)
+    out = exe.export_library(tmp_path / "vecadd_gh200.so")
+    check_portable(elf_info.read(out), "aarch64")
+    blob = library_blob.parse(loader.blob_of(out))
+    (cuda,) = [library_blob.parse_cuda_payload(m.payload) for m in blob.modules if m.kind == "cuda"]
+    assert cuda.fmt == "fatbin" and [k.name for k in cuda.kernels] == ["main_kernel"]
+
+
+def test_cli_builds_for_aarch64(cache_dir, tmp_path, capsys):
+    model = tmp_path / "model.py"
+    model.write_text("import kernels\nMod = kernels.vecadd(64)\n")
+    out = tmp_path / "k.so"
+    assert cli.main(["build", f"{model}:Mod", "--target", "c", "--host", ARM, "-o", str(out)]) == 0
+    assert (elf_info.read(out).machine, elf_info.read(out).elf_class) == ("aarch64", 64)
+    assert cli.main(["build", f"{model}:Mod", "--target", "c", "--host", "riscv64-linux-gnu",
+                     "-o", str(tmp_path / "r.so")]) == 1
+    err = capsys.readouterr().err
+    assert "unsupported host 'riscv64-linux-gnu'" in err and ARM in err
+
+
+# -- running the aarch64 kernels under qemu -----------------------------------------------------
+
+def _arm_sysroot() -> Path | None:
+    """A folder holding an aarch64 glibc (Debian's libc6-arm64-cross), for qemu's -L."""
+    for folder in (os.environ.get("QEMU_LD_PREFIX"), "/usr/aarch64-linux-gnu"):
+        if folder and (Path(folder) / "lib" / "ld-linux-aarch64.so.1").exists():
+            return Path(folder)
+    return None
+
+
+@pytest.fixture(scope="module")
+def arm_driver(tmp_path_factory, zig_cache):
+    """The C test driver built for aarch64, and how to run it under qemu."""
+    qemu = shutil.which("qemu-aarch64")
+    if qemu is None:
+        pytest.skip("qemu-aarch64 is not installed (Debian: apt-get install qemu-user)")
+    sysroot = _arm_sysroot()
+    if sysroot is None:
+        pytest.skip("no aarch64 glibc for qemu to load (Debian: apt-get install libc6-arm64-cross)")
+    import tvm_ffi.libinfo
+
+    folder = tmp_path_factory.mktemp("driver")
+    zig_cc.run(["-target", zig_cc.ZIG_TARGETS[ARM], "-O1", "-rdynamic",
+                f"-I{tvm_ffi.libinfo.find_include_path()}", f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}",
+                str(DRIVER), "-ldl", "-o", "ffi_driver"], cwd=folder, zig_cache=zig_cache)
+    return [qemu, "-L", str(sysroot), str(folder / "ffi_driver")]
+
+
+def _call(driver, library, arrays, folder):
+    """Run the driver on `library` with float32 arrays; (completed process, arrays after the call)."""
+    specs = []
+    for n, array in enumerate(arrays):
+        path = folder / f"arg{n}.bin"
+        path.write_bytes(np.ascontiguousarray(array, "<f4").tobytes())
+        specs.append("x".join(map(str, array.shape)) + f":{path}")
+    proc = subprocess.run([*driver, str(library), "__tvm_ffi_main", *specs], capture_output=True, text=True,
+                          timeout=60)
+    after = [np.fromfile(folder / f"arg{n}.bin", "<f4").reshape(a.shape) for n, a in enumerate(arrays)]
+    return proc, after
+
+
+def test_aarch64_kernels_run_under_qemu(cache_dir, tmp_path, arm_driver):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((32, 32), "float32"), rng.random((32, 32), "float32")
+    x = rng.random(64, "float32") + 0.5
+    cases = [(kernels.matmul(32), [a, b, np.zeros((32, 32), "float32")], a @ b),
+             (kernels.libm_calls(), [x, np.zeros(64, "float32")], np.exp(x) + np.log(x) + x ** 1.5)]
+    for n, (mod, arrays, expected) in enumerate(cases):
+        lib = jitflow.compile(mod, "c", host=ARM).export_library(tmp_path / f"k{n}.so")
+        proc, after = _call(arm_driver, lib, arrays, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        np.testing.assert_allclose(after[-1], expected, rtol=1e-5)
+
+
+def test_aarch64_kernel_errors_reach_the_caller_under_qemu(cache_dir, tmp_path, arm_driver):
+    lib = jitflow.compile(kernels.axpb(2.0, 64), "c", host=ARM).export_library(tmp_path / "axpb.so")
+    proc, (_, c) = _call(arm_driver, lib, [np.ones(32, "float32"), np.zeros(64, "float32")], tmp_path)
+    assert proc.returncode == 2
+    assert "ValueError: Invalid A.shape[0]" in proc.stderr and "expected 64" in proc.stderr
+    assert not c.any()   # nothing was written

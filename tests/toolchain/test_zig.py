@@ -1,0 +1,82 @@
+"""The host toolchain is the bundled zig: no system compiler, optimized, old glibc baseline."""
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+import jitflow
+from jitflow.formats import elf as elf_info
+
+import kernels
+from conftest import run_python
+from portability import check_portable
+
+
+def _fake_compilers(folder):
+    """cc/gcc/clang/ld that record being called and fail."""
+    marker = folder / "called"
+    for name in ("cc", "gcc", "g++", "clang", "clang++", "ld", "c++", "llvm-config"):
+        tool = folder / name
+        tool.write_text(f"#!/bin/sh\necho {name} >> {marker}\nexit 1\n")
+        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return marker
+
+
+def test_builds_with_no_c_compiler_available(cache_dir, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = _fake_compilers(bin_dir)
+    env = {"PATH": str(bin_dir), "CC": str(bin_dir / "cc"), "CXX": str(bin_dir / "g++")}
+    proc = run_python("""
+        import numpy as np, tvm, jitflow, kernels
+        exe = jitflow.compile(kernels.axpb(21.0), "c")
+        c = tvm.runtime.tensor(np.zeros(64, "float32"))
+        exe["main"](tvm.runtime.tensor(np.ones(64, "float32")), c)
+        np.testing.assert_allclose(c.numpy(), 22.0)
+        exe2 = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90")
+        exe2.export_library(exe2.settings.cache_dir.parent / "cuda.so")
+        print(exe.build_info.outcome, exe2.build_info.outcome)
+    """, env=env)
+    assert proc.stdout.split() == ["built", "built"]
+    assert not marker.exists(), f"a system tool was called: {marker.read_text()}"
+
+
+#: What a library may link besides the TVM runtime symbols resolved at load time.
+
+
+def test_library_is_optimized_portable_and_sanitizer_free(cache_dir, tmp_path):
+    exe = jitflow.compile(kernels.matmul(64), "c", host="x86_64-linux-gnu")
+    out = exe.export_library(tmp_path / "mm.so")
+    check_portable(elf_info.read(out), "x86_64")
+    assert out.stat().st_size < 200_000  # a debug build with the UBSan runtime is megabytes
+
+
+def test_libm_calls_keep_the_glibc_2_17_baseline(cache_dir, tmp_path):
+    # expf, logf and powf gained new symbol versions in glibc 2.27; linked against a newer glibc
+    # without the 2.17 target the library would require GLIBC_2.27 and fail to load on older systems.
+    exe = jitflow.compile(kernels.libm_calls(), "c", host="x86_64-linux-gnu")
+    info = elf_info.read(exe.export_library(tmp_path / "libm.so"))
+    check_portable(info, "x86_64")
+    assert "libm.so.6" in info.needed
+    assert info.glibc_baseline == "2.2.5"   # x86-64's first glibc symbol version
+
+
+def test_zig_cache_lives_under_the_configured_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITFLOW_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("JITFLOW_ZIG_CACHE_DIR", raising=False)
+    assert jitflow.compile(kernels.vecadd(), "c").settings.zig_cache_dir == tmp_path / "c" / "zig"
+
+
+def test_same_module_builds_byte_identical_libraries(zig_cache, tmp_path):
+    code = """
+        import jitflow, kernels, hashlib
+        exe = jitflow.compile(kernels.matmul(32), "c")
+        exe.jit()
+        print(hashlib.sha256(exe.build_info.library.read_bytes()).hexdigest())
+    """
+    digests = {run_python(code, env={"JITFLOW_CACHE_DIR": str(tmp_path / d),
+                                     "JITFLOW_ZIG_CACHE_DIR": str(zig_cache)}).stdout.strip()
+               for d in ("one", "two")}
+    assert len(digests) == 1
+    assert sys.platform.startswith("linux") and os.sep == "/"
