@@ -18,7 +18,8 @@ ENVIRONMENT = {
     "JITFLOW_CACHE": ("1", "0 disables the disk cache (every jit() builds in a temporary folder)"),
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
-    "JITFLOW_ZIG_CACHE_DIR": ("<cache dir>/zig", "zig's own cache (libc stubs, objects)"),
+    "JITFLOW_ZIG_CACHE_DIR": ("<user cache folder>/jitflow/toolchain/zig-<version>",
+                              "zig's own cache, shared by every cache folder of the user (private to the user)"),
     "JITFLOW_CACHE_MAX_SIZE": ("4GB", "size cap of the cache; least recently used entries are evicted beyond it"),
     "JITFLOW_PROGRESS": ("auto", "build progress on stderr: auto (terminals only, builds over 1.5 s), 1 or 0"),
     "JITFLOW_REMOTE_CACHE": ("unset (no shared tier)",
@@ -153,7 +154,7 @@ class Settings:
     cache_dir: Path
     cache_enabled: bool
     cuda_compiler: str
-    zig_cache_dir: Path
+    zig_cache_dir: Path | None          # None: the per-user toolchain folder (toolchain/zig_cache.py)
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
@@ -175,7 +176,7 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
             "(argument cuda_compiler= or JITFLOW_CUDA_COMPILER)")
     directory = directory.expanduser().absolute()
     zig_env = os.environ.get("JITFLOW_ZIG_CACHE_DIR", "").strip()
-    zig_dir = Path(zig_env).expanduser().absolute() if zig_env else directory / "zig"
+    zig_dir = Path(zig_env).expanduser().absolute() if zig_env else None
     max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode())

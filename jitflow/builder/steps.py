@@ -5,6 +5,7 @@ folder (publish it, load it, throw it away) is the pipeline's business.
 """
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ from typing import Any
 from ..cache.entry import Entry
 from ..config import Settings
 from ..target import TargetSpec
-from ..toolchain import cuda, zig
+from ..toolchain import cuda, link, zig_cache
 from . import lower, pack
 from .clock import Clock
+from .host_compile import HostCompile
 from .progress import Progress
 
 
@@ -53,31 +55,34 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock = Clock(stages, progress)
     entry = Entry(folder)
     entry.sources.mkdir(parents=True, exist_ok=True)
-    with clock.stage("lower"):
+    zig_dir = zig_cache.folder(settings.zig_cache_dir)
+    local = folder / "zig-local"          # zig's objects for this build only: removed with it
+    with clock.stage("lower", "lowering with TVM"):
         lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"))
     entry.host_c.write_text(lowered.host_c)
-    objects = [folder / "host.o"]
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
-    host_job = zig.compile_object(entry.host_c, objects[0], _include_dirs(), spec.host, settings.zig_cache_dir)
+    host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
+                       None if lowered.devices else clock.show)   # the device code has the line first
     try:
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
+        if lowered.blob is not None:
+            with clock.stage("pack", "packing the library blob"):
+                host.add(pack.write_blob_asm(pack.with_fatbins(lowered.blob, fatbins), folder))
+        host.on_progress = clock.show
+        clock.show(host.describe())
+        objects = host.wait()
     except BaseException:
-        host_job.cancel()
+        host.cancel()
         raise
-    host_job.wait()
     clock.add("host", time.perf_counter() - host_start)
-    if lowered.blob is not None:
-        with clock.stage("pack"):
-            blob = pack.with_fatbins(lowered.blob, fatbins)
-            objects.append(pack.write_blob_asm(blob, folder))
-    with clock.stage("link"):
-        zig.link_shared(objects, entry.library, spec.host, settings.zig_cache_dir)
-    for leftover in ["host.o", "blob.bin", "blob.S"]:
-        (folder / leftover).unlink(missing_ok=True)
+    with clock.stage("link", "linking"):
+        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show)
+    for leftover in [*objects, folder / "blob.bin", folder / "blob.S"]:
+        leftover.unlink(missing_ok=True)
+    shutil.rmtree(local, ignore_errors=True)
     return {
         "functions": lowered.functions,
         "target": {"kind": spec.kind, "archs": list(spec.archs), "host": spec.host},
         "cuda": bool(lowered.devices),
         "sources": entry.source_names(),
     }
-
