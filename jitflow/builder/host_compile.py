@@ -43,17 +43,18 @@ def usable_cores() -> int:
 class HostCompile:
     """Compiles `source` (the kept host.c) into objects in `folder`, in the background.
 
-    `extra` are more sources to compile beside it (the embedded blob's assembly file), `on_progress`
-    receives a short description of what is running, for the progress line.
+    `on_progress` receives a short description of what is running, for the progress line; `pieces`
+    overrides how many pieces the source is split into (piece_count).
     """
 
     def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
-                 zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None) -> None:
+                 zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
+                 pieces: int | None = None) -> None:
         self.source, self.folder, self.host = source, folder, host
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
-        pieces = split_c.split(text, piece_count(len(text)))
-        self.pieces = [source] if len(pieces) == 1 else self._write_pieces(pieces)
+        texts = split_c.split(text, piece_count(len(text)) if pieces is None else pieces)
+        self.pieces = [source] if len(texts) == 1 else self._write_pieces(texts)
         self.done = 0
         self._lock = threading.Lock()
         self._cancelled = False

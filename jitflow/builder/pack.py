@@ -1,7 +1,12 @@
-"""Put each device module's fatbin into the imports blob and emit it as an assembly file to link."""
+"""Put each device module's fatbin into the imports blob and emit it as an assembly file to link.
+
+A device module compiled in pieces (device_compile.py) becomes one device module per piece, each
+holding its kernels' entries and fatbin, all imported where the original was: TVM looks a kernel
+up in every module the library imports.
+"""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..formats import library_blob
@@ -19,17 +24,32 @@ _ASM = """\
 """
 
 
-def with_fatbins(blob: LibraryBlob, fatbins: dict[int, bytes]) -> bytes:
-    """The blob with each CUDA module (by index) holding its fatbin instead of source."""
-    modules = []
-    for index, module in enumerate(blob.modules):
-        if index in fatbins:
-            old = library_blob.parse_cuda_payload(module.payload or b"")
-            new = CudaPayload("fatbin", old.fmap_raw, old.kernels, fatbins[index])
-            modules.append(BlobModule(module.kind, new.to_bytes()))
-        else:
-            modules.append(module)
-    return library_blob.serialize(replace(blob, modules=modules))
+@dataclass
+class DevicePiece:
+    """A fatbin and the kernels it holds (empty: all of its module's kernels)."""
+
+    fatbin: bytes
+    kernels: list[str]
+
+
+def with_fatbins(blob: LibraryBlob, fatbins: dict[int, list[DevicePiece]]) -> bytes:
+    """The blob with each CUDA module (by index) holding fatbins instead of source: one module per piece."""
+    modules = list(blob.modules)
+    children = [blob.child_indices[a:b] for a, b in zip(blob.row_ptr, blob.row_ptr[1:])]
+    for index, pieces in fatbins.items():
+        old = library_blob.parse_cuda_payload(blob.modules[index].payload or b"")
+        payloads = [CudaPayload("fatbin", old.fmap_raw, old.kernels, p.fatbin) if not p.kernels
+                    else old.subset(p.kernels, "fatbin", p.fatbin) for p in pieces]
+        modules[index] = BlobModule("cuda", payloads[0].to_bytes())
+        added = list(range(len(modules), len(modules) + len(payloads) - 1))
+        modules += [BlobModule("cuda", p.to_bytes()) for p in payloads[1:]]
+        children = [[c for child in row for c in ([child, *added] if child == index else [child])]
+                    for row in children] + [[] for _ in added]
+    row_ptr = [0]
+    for row in children:
+        row_ptr.append(row_ptr[-1] + len(row))
+    tree = replace(blob, row_ptr=row_ptr, child_indices=[c for row in children for c in row], modules=modules)
+    return library_blob.serialize(tree)
 
 
 def write_blob_asm(blob: bytes, folder: Path) -> Path:

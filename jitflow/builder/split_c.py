@@ -1,5 +1,6 @@
-"""TVM's host C for a model is one large file whose functions compile independently: split it into
-pieces that zig compiles in parallel, then links together.
+"""TVM's C for a model is one large file whose functions compile independently: split it into pieces
+that compile in parallel. Host C pieces are linked into one library; CUDA pieces become separate
+device modules (a kernel is looked up in every device module the library imports).
 
 The file is read as a sequence of top-level items (preprocessor lines, declarations, function
 definitions); string and character literals and comments are skipped when counting braces. Every
@@ -12,6 +13,10 @@ own functions. What cannot be shared is kept consistent:
   (`static void* <name>_packed = NULL;`, filled by the first call that needs the handle), which
   every piece that uses them gets its own copy of.
 
+CUDA source splits by kernels (`__global__` functions); everything else (the prelude, device
+helpers, types) goes to every piece. A source with variables at file scope (device state that
+kernels might share) is not split.
+
 A file the scanner does not understand (unbalanced braces, an unterminated literal) is not split.
 """
 from __future__ import annotations
@@ -23,6 +28,12 @@ _CPP_WRAPPER = '#ifdef __cplusplus\nextern "C"\n#endif\n'   # a no-op in C: TVM 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PACKED_CACHE = re.compile(r"static\s+void\s*\*\s*([A-Za-z_][A-Za-z0-9_]*_packed)\s*=\s*NULL\s*;")
 _KEYWORDS = {"static", "inline", "extern", "const", "volatile", "TVM_DLL", "__attribute__"}
+#: declarations that start so define no variable
+_NOT_VARIABLES = ("typedef", "struct", "union", "enum", "using", "namespace", "template", "class", "extern",
+                  "static_assert")
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+#: names followed by parentheses in a function's header that are not the function's name
+_NOT_NAMES = {"__launch_bounds__", "__attribute__", "__declspec", "__align__", "alignas", "decltype"}
 
 
 @dataclass
@@ -30,7 +41,7 @@ class Item:
     """One top-level item of a C file: a directive, a declaration or a function definition."""
 
     text: str
-    kind: str                      # "directive", "declaration" or "function"
+    kind: str                      # "directive", "declaration" (or a namespace block) or "function"
     code: str = ""                 # the text without literals and comments (for names and references)
     name: str | None = None        # the function or variable it defines, if any
     static: bool = False
@@ -39,8 +50,7 @@ class Item:
     @property
     def defines_storage(self) -> bool:
         """A non-static, non-extern variable definition (it must exist in one piece only)."""
-        return (self.kind == "declaration" and self.name is not None and not self.static
-                and not self.code.lstrip().startswith(("extern", "typedef")))
+        return self.kind == "declaration" and self.name is not None and not self.static
 
 
 #: what the scanner stops at: literals and comments (skipped whole), braces, directives.
@@ -78,7 +88,7 @@ class _Scanner:
 
     def run(self) -> list[Item]:
         text, depth, pos = self.text, 0, 0
-        header_is_function = False
+        header_is_function = block_is_item = False
         while (m := _TOKEN.search(text, pos)) is not None:
             tok = m.group()
             if depth == 0:
@@ -92,16 +102,18 @@ class _Scanner:
                 self.items.append(Item(text[self.start:pos], "directive"))   # shared by every piece
                 self.start = pos
             elif tok == "{":
-                if depth == 0:    # a function body, or the braces of an initializer or a type
-                    header_is_function = _LITERAL.sub(" ", text[self.start:m.start()]).rstrip().endswith(")")
+                if depth == 0:    # a function body, a namespace block, or an initializer's or a type's braces
+                    header = _LITERAL.sub(" ", text[self.start:m.start()]).strip()
+                    header_is_function = header.endswith(")")
+                    block_is_item = header.split(" ", 1)[0] in ("namespace", "extern")
                 depth += 1
             elif tok == "}":
                 depth -= 1
                 if depth < 0:
                     raise ValueError("unbalanced braces")
-                if depth == 0 and header_is_function:
-                    self.items.append(_item(text[self.start:pos], "function"))
-                    self.start, header_is_function = pos, False
+                if depth == 0 and (header_is_function or block_is_item):
+                    self.items.append(_item(text[self.start:pos], "function" if header_is_function else "declaration"))
+                    self.start, header_is_function, block_is_item = pos, False, False
         if depth != 0:
             raise ValueError("unbalanced braces")
         self.declarations(pos, len(text))
@@ -124,8 +136,8 @@ def _item(text: str, kind: str) -> Item:
     static = "static" in words
     item = Item(text, kind, code, static=static)
     if kind == "function":
-        item.name = next((w for w in reversed(words) if w not in _KEYWORDS), None)
-    elif "(" not in head and not code.lstrip().startswith(("typedef", "struct", "union", "enum")):
+        item.name = next((w for w in _CALL.findall(head) if w not in _NOT_NAMES), None)
+    elif "(" not in head and not code.lstrip().startswith(_NOT_VARIABLES):
         names = [w for w in _IDENT.findall(head.split("[", 1)[0]) if w not in _KEYWORDS]
         item.name = names[-1] if len(names) >= 2 else None     # a type, then the variable's name
     item.refs = set(_IDENT.findall(code))
@@ -159,16 +171,27 @@ class _Groups:
         self.parent[self.find(a)] = self.find(b)
 
 
+def _assign(units: list[list[int]], items: list[Item], pieces: int) -> dict[int, int]:
+    """Item index -> piece: units, largest first, each to the piece holding the least text so far."""
+    load = [0] * min(pieces, len(units))
+    owner: dict[int, int] = {}
+    for members in sorted(units, key=lambda m: (-sum(len(items[i].text) for i in m), m[0])):
+        target = load.index(min(load))
+        load[target] += sum(len(items[i].text) for i in members)
+        owner.update(dict.fromkeys(members, target))
+    return owner
+
+
 def split(text: str, pieces: int) -> list[str]:
-    """`text` as at most `pieces` C files that compile separately and link into the same library."""
+    """Host C `text` as at most `pieces` files that compile separately and link into the same library."""
     if pieces <= 1:
         return [text]
     try:
         items = scan(text.replace(_CPP_WRAPPER, ""))
     except ValueError:
         return [text]
-    caches = {m.group(1) for it in items if it.kind == "declaration" for m in [_PACKED_CACHE.fullmatch(
-        it.code.strip())] if m}
+    caches = {m.group(1) for it in items if it.kind == "declaration"
+              for m in [_PACKED_CACHE.fullmatch(it.code.strip())] if m}
     statics = {it.name: i for i, it in enumerate(items) if it.static and it.name and it.name not in caches}
     groups = _Groups()
     owned = [i for i, it in enumerate(items) if it.kind == "function" or it.name in statics.keys()]
@@ -181,14 +204,9 @@ def split(text: str, pieces: int) -> list[str]:
         units.setdefault(groups.find(i), []).append(i)
     if len(units) < 2:
         return [text]
-    load = [0] * min(pieces, len(units))
-    owner: dict[int, int] = {}
-    for members in sorted(units.values(), key=lambda m: (-sum(len(items[i].text) for i in m), m[0])):
-        target = load.index(min(load))
-        load[target] += sum(len(items[i].text) for i in members)
-        owner.update(dict.fromkeys(members, target))
+    owner = _assign(list(units.values()), items, pieces)
     out = []
-    for piece in range(len(load)):
+    for piece in range(max(owner.values()) + 1):
         parts = []
         for i, it in enumerate(items):
             if it.name in caches and it.kind == "declaration":
@@ -200,4 +218,27 @@ def split(text: str, pieces: int) -> list[str]:
             else:
                 parts.append(it.text)
         out.append("".join(parts))
+    return out
+
+
+def split_kernels(text: str, pieces: int) -> list[tuple[str, list[str]]]:
+    """CUDA `text` as at most `pieces` sources, each with the names of the kernels it defines; the
+    whole text as one piece (kernel names unknown: an empty list) when it must not be split."""
+    whole = [(text, [])]
+    if pieces <= 1:
+        return whole
+    try:
+        items = scan(text)
+    except ValueError:
+        return whole
+    kernels = [i for i, it in enumerate(items) if it.kind == "function" and "__global__" in it.refs]
+    if len(kernels) < 2 or any(it.defines_storage or (it.static and it.kind == "declaration" and "(" not in it.code)
+                               for it in items):
+        return whole
+    owner = _assign([[i] for i in kernels], items, pieces)
+    out = []
+    for piece in range(max(owner.values()) + 1):
+        mine = [i for i in kernels if owner[i] == piece]
+        source = "".join(it.text for i, it in enumerate(items) if i not in owner or owner[i] == piece)
+        out.append((source, [str(items[i].name) for i in mine]))
     return out

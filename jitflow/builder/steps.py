@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..cache.entry import Entry
 from ..config import Settings
 from ..target import TargetSpec
-from ..toolchain import cuda, link, zig_cache
+from ..toolchain import host_libs, link, zig_cache
 from . import lower, pack
 from .clock import Clock
+from .device_compile import compile_device
 from .host_compile import HostCompile
+from .pack import DevicePiece
 from .progress import Progress
 
 
@@ -29,23 +32,23 @@ def _include_dirs() -> list[str]:
 
 
 def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, settings: Settings,
-                     options: dict[str, Any], clock: Clock) -> dict[int, bytes]:
-    """Each device module's CUDA source (kept in src/) -> fatbin, by blob index."""
+                     options: dict[str, Any], clock: Clock) -> dict[int, list[DevicePiece]]:
+    """Each device module's CUDA source (kept in src/) -> fatbins, by blob index."""
 
     def arch_done(arch: str, seconds: float) -> None:
         clock.add(f"device {arch}", seconds)
         clock.finished(arch)
 
-    fatbins: dict[int, bytes] = {}
+    fatbins: dict[int, list[DevicePiece]] = {}
     if lowered.devices:
-        clock.show(f"device code for {', '.join(spec.archs)}")
+        clock.show(f"compiling device code for {', '.join(spec.archs)}")
     for n, dev in enumerate(lowered.devices):
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
-        fatbin, dlog = cuda.compile_fatbin(cu, spec.archs, settings.cuda_compiler,
-                                           options.get("device_options", ()), arch_done)
+        pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.get("device_options", ()),
+                                      arch_done)
         entry.kernels_log(n).write_text(dlog)
-        fatbins[dev.index] = fatbin
+        fatbins[dev.index] = pieces
     return fatbins
 
 
@@ -57,17 +60,24 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     entry.sources.mkdir(parents=True, exist_ok=True)
     zig_dir = zig_cache.folder(settings.zig_cache_dir)
     local = folder / "zig-local"          # zig's objects for this build only: removed with it
+    side = ThreadPoolExecutor(1, thread_name_prefix="jitflow-stubs")
+    side.submit(host_libs.stubs, spec.host, zig_dir)   # made once per machine, while TVM lowers
+    side.shutdown(wait=False)
     with clock.stage("lower", "lowering with TVM"):
-        lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"))
+        lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"), defer_pack=True)
     entry.host_c.write_text(lowered.host_c)
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
                        None if lowered.devices else clock.show)   # the device code has the line first
     try:
+        if lowered.pending:
+            with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
+                lowered.finish()
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
-                host.add(pack.write_blob_asm(pack.with_fatbins(lowered.blob, fatbins), folder))
+                blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_bytes
+                host.add(pack.write_blob_asm(blob, folder))
         host.on_progress = clock.show
         clock.show(host.describe())
         objects = host.wait()

@@ -12,8 +12,8 @@ library is linked with -nostdlib against:
 Any other compiler-rt builtin in the objects (128-bit division, say) makes the link use zig's
 compiler runtime after all: correct always, fast whenever TVM's C allows.
 
-The stubs and the archive are built once per zig cache folder and host (milliseconds), under a
-name that changes with their recipe.
+The stubs and the archive are built once per zig cache folder and host (milliseconds; the archive
+only once a library needs it), under names that change with their recipe.
 """
 from __future__ import annotations
 
@@ -24,49 +24,68 @@ import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from . import builtins_c, zig
 
 STUBS = ("libc.so.6", "libm.so.6")
 ARCHIVE = "libjitflow_builtins.a"
-_RECIPE = hashlib.sha256("\n".join([builtins_c.SOURCE, *STUBS, "stubs: soname only", *zig.FLAGS])
-                         .encode()).hexdigest()[:16]
+_STUB_RECIPE = hashlib.sha256("\n".join(["stubs: soname only", *STUBS]).encode()).hexdigest()[:16]
+_ARCHIVE_RECIPE = hashlib.sha256("\n".join([builtins_c.SOURCE, *zig.FLAGS]).encode()).hexdigest()[:16]
 _SYMBOL_RE = re.compile(r'symbol\(&?[A-Za-z0-9_.]+,\s*"(__[A-Za-z0-9_]+)"\)')
 #: glibc functions that compiler-rt also defines (fortified string functions): the stub libc has them.
 _LIBC_NAMES = re.compile(r"__\w+_chk|__chk_fail|__stack_chk_\w+")
 
 
-def folder(host: str, zig_cache: Path) -> Path:
-    """The stubs and builtins archive for `host` in this zig cache folder, built if missing."""
-    target = zig_cache / "jitflow-host-libs" / _RECIPE / host
-    if all((target / name).is_file() for name in (*STUBS, ARCHIVE)):
+def stubs(host: str, zig_cache: Path) -> list[Path]:
+    """The stub libc.so.6 and libm.so.6 for `host`, built once per zig cache folder."""
+    folder = _once(zig_cache / "jitflow-host-libs" / f"stubs-{_STUB_RECIPE}" / host, STUBS,
+                   lambda work, local: _build_stubs(work, local, host, zig_cache))
+    return [folder / name for name in STUBS]
+
+
+def builtins_archive(host: str, zig_cache: Path) -> Path:
+    """The archive of builtins_c.py for `host`, built once per zig cache folder."""
+    folder = _once(zig_cache / "jitflow-host-libs" / f"builtins-{_ARCHIVE_RECIPE}" / host, (ARCHIVE,),
+                   lambda work, local: _build_archive(work, local, host, zig_cache))
+    return folder / ARCHIVE
+
+
+def _once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path], None]) -> Path:
+    """`target` holding `names`: made by `build(folder, zig's local cache)` in a temporary folder beside
+    it, then renamed in place (a process that loses the race uses the winner's)."""
+    if all((target / name).is_file() for name in names):
         return target
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{host}-", dir=target.parent))
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        _build(work, host, zig_cache)
+        build(work, work / ".zig-local")
+        shutil.rmtree(work / ".zig-local", ignore_errors=True)
         try:
             os.rename(work, target)
         except OSError:
-            if not all((target / name).is_file() for name in (*STUBS, ARCHIVE)):
+            if not all((target / name).is_file() for name in names):
                 raise                     # not a racing process that finished first: a real failure
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
 
 
-def _build(work: Path, host: str, zig_cache: Path) -> None:
+def _build_stubs(work: Path, local: Path, host: str, zig_cache: Path) -> None:
     (work / "empty.c").write_text("/* a stub library: only its soname matters */\n")
     jobs = [zig.Job(["-target", zig.ZIG_TARGETS[host], "-nostdlib", "-shared", f"-Wl,-soname,{name}",
-                     "-Wl,--build-id=none", "empty.c", "-o", name], cwd=work, zig_cache=zig_cache)
+                     "-Wl,--build-id=none", "empty.c", "-o", name], cwd=work, zig_cache=zig_cache, local_cache=local)
             for name in STUBS]
-    (work / "builtins.c").write_text(builtins_c.SOURCE)
-    jobs.append(zig.compile_object(work / "builtins.c", work / "builtins.o", [], host, zig_cache))
     for job in jobs:
         job.wait()
-    zig.run_tool(["ar", "rcs", ARCHIVE, "builtins.o"], cwd=work, zig_cache=zig_cache)
-    for leftover in ("empty.c", "builtins.c", "builtins.o"):
+    (work / "empty.c").unlink()
+
+
+def _build_archive(work: Path, local: Path, host: str, zig_cache: Path) -> None:
+    (work / "builtins.c").write_text(builtins_c.SOURCE)
+    zig.compile_object(work / "builtins.c", work / "builtins.o", [], host, zig_cache, local).wait()
+    zig.run_tool(["ar", "rcs", ARCHIVE, "builtins.o"], cwd=work, zig_cache=zig_cache, local_cache=local)
+    for leftover in ("builtins.c", "builtins.o"):
         (work / leftover).unlink()
 
 
@@ -97,6 +116,7 @@ def undefined_symbols(objects: Iterable[Path]) -> set[str]:
     return found
 
 
-def missing_builtins(objects: Iterable[Path]) -> set[str]:
-    """The compiler-rt builtins the objects need that the builtins archive does not provide."""
-    return (undefined_symbols(objects) & compiler_rt_symbols()) - builtins_c.PROVIDES
+def needed_builtins(objects: Iterable[Path]) -> tuple[set[str], set[str]]:
+    """The compiler-rt builtins the objects use: (those the builtins archive provides, the others)."""
+    used = undefined_symbols(objects) & (compiler_rt_symbols() | builtins_c.PROVIDES)
+    return used & builtins_c.PROVIDES, used - builtins_c.PROVIDES

@@ -20,14 +20,13 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
     told, for the progress line).
     """
     cwd = out.parent
-    libs = host_libs.folder(host, zig_cache)
-    missing = host_libs.missing_builtins(p for p in inputs if p.suffix == ".o")
+    provided, missing = host_libs.needed_builtins(p for p in inputs if p.suffix == ".o")
+    archive = [str(host_libs.builtins_archive(host, zig_cache))] if provided else []
     if missing:
         log.info("jitflow: %s need zig's compiler runtime", ", ".join(sorted(missing)))
         if show:
-            show(f"zig's compiler runtime for {host} (once per machine)")
-    runtime = "-nodefaultlibs" if missing else "-nostdlib"
-    zig.run([*zig.flags(host, cwd), "-shared", runtime, "-Wl,--build-id=none",
-             *[str(p.relative_to(cwd)) for p in inputs], str(libs / host_libs.ARCHIVE),
-             "-Wl,--no-as-needed", *[str(libs / name) for name in host_libs.STUBS], "-o", out.name],
+            show(f"building zig's compiler runtime for {host} (once per machine)")
+    zig.run([*zig.flags(host, cwd), "-shared", "-nodefaultlibs" if missing else "-nostdlib",
+             "-Wl,--build-id=none", *[str(p.relative_to(cwd)) for p in inputs], *archive,
+             "-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)], "-o", out.name],
             cwd=cwd, zig_cache=zig_cache, local_cache=local_cache)

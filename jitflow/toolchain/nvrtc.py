@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
@@ -94,29 +95,34 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
 def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (),
                    source_path: Path | None = None,
                    on_arch: Callable[[str, float], None] | None = None) -> tuple[bytes, str]:
-    """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log)."""
+    """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log).
+
+    The archs compile side by side (NVRTC releases the GIL while it compiles); `on_arch` hears of each
+    as it is done, with the seconds since the start.
+    """
     _, nvfatbin = _bindings()
+    start = time.perf_counter()
+
+    def one(arch: str):
+        result = _compile_one(source, arch, options, source_path)
+        if on_arch:
+            on_arch(arch, time.perf_counter() - start)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, len(archs)), thread_name_prefix="jitflow-nvrtc") as pool:
+        results = list(pool.map(one, archs))
     handle = nvfatbin.create([], 0)
-    logs = []
     try:
-        for i, arch in enumerate(archs):
-            start = time.perf_counter()
-            cubin, ptx, text = _compile_one(source, arch, options, source_path)
-            logs.append(f"== {arch} ==\n{text}")
+        for i, (arch, (cubin, ptx, _)) in enumerate(zip(archs, results)):
             sm = arch[len("sm_"):]
             nvfatbin.add_cubin(handle, cubin, len(cubin), sm, f"kernels_{arch}")
             if i == 0:
                 nvfatbin.add_ptx(handle, ptx, len(ptx), sm, f"kernels_{arch}", "")
-            if on_arch:
-                on_arch(arch, time.perf_counter() - start)
         size = nvfatbin.size(handle)
         out = bytearray(size)
         nvfatbin.get(handle, out)
-        return bytes(out), "\n".join(logs)
-    except CompileError:
-        raise
+        return bytes(out), "\n".join(f"== {arch} ==\n{text}" for arch, (_, _, text) in zip(archs, results))
     except Exception as exc:  # nvfatbin raises its own error type
         raise CompileError("nvfatbin", "nvfatbin create/add/get", str(exc), source_path) from None
     finally:
         nvfatbin.destroy(handle)
-

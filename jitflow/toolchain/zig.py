@@ -89,9 +89,9 @@ def run(args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = N
     return Job(args, cwd, zig_cache, source, local_cache).wait()
 
 
-def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path) -> str:
+def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path, local_cache: Path | None = None) -> str:
     """Run another zig sub-command (`zig ar ...`) in cwd and wait for it."""
-    return Job(args[1:], cwd, zig_cache, tool=args[0]).wait()
+    return Job(args[1:], cwd, zig_cache, local_cache=local_cache, tool=args[0]).wait()
 
 
 def flags(host: str, cwd: Path) -> list[str]:

@@ -1,0 +1,169 @@
+"""Cold start: the first build in a brand-new environment, a second cache folder, and real models,
+each against TVM's own path in the same run.
+
+    python benchmarks/cold_start.py [--runs 3] [--skip-models] [--models resnet18,mobilenet_v2,transformer]
+                                    [--cuda auto|yes|no] [--arch sm_90]
+
+Every figure is the median over fresh processes; 'to callable' starts after the imports and the
+module's construction (and, on CUDA, the CUDA context), which cost every path the same.
+- first build: each process gets an empty HOME (so an empty jitflow cache and an empty zig cache)
+  and times jitflow.compile(...) to a callable function; TVM's path is tvm.compile(...).jit().
+- second cache folder: the same HOME (zig's cache warm), a new JITFLOW_CACHE_DIR.
+- real models (benchmarks/cpu_models.py): zig's cache warm, a new jitflow cache folder; jitflow's
+  VM function against tvm.compile(...) + relax.VirtualMachine(...); then one inference each.
+- CUDA (when a GPU is present): the vector add and the transformer layer for one arch.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import fresh_process  # noqa: E402
+
+CHILD = """
+import json, sys, time
+sys.path[:0] = {paths!r}
+import numpy as np, tvm, jitflow, kernels, cpu_models
+from jitflow.runtime import load
+mod, x = {make}
+cuda = {arch!r} is not None
+if cuda:   # the CUDA context costs every path the same: create it before timing
+    load.ensure_cuda_backend()
+    tvm.runtime.empty((1,), "float32", tvm.cuda(0))
+device = tvm.cuda(0) if cuda else tvm.cpu(0)
+start = time.perf_counter()
+if {mode!r} == "tvm":
+    target = tvm.target.Target({{"kind": "cuda", "arch": {arch!r}}}) if cuda else "c"
+    ex = tvm.compile(mod, target=target)
+    f = tvm.relax.VirtualMachine(ex, device)["main"] if x is not None else ex.jit()["main"]
+    outcome = "built"
+else:
+    exe = jitflow.compile(mod, "cuda" if cuda else "c", arch={arch!r})
+    f = exe.vm(device)["main"] if x is not None else exe["main"]
+    outcome = exe.build_info.outcome
+callable_s = time.perf_counter() - start
+run_s = None
+if x is not None:
+    xt = tvm.runtime.tensor(x, device)
+    f(xt)
+    if cuda:
+        device.sync()
+    t = time.perf_counter()
+    f(xt)
+    if cuda:
+        device.sync()
+    run_s = time.perf_counter() - t
+print(json.dumps({{"callable": callable_s, "run": run_s, "outcome": outcome}}))
+"""
+
+KERNELS = {"vector add 1024": ("kernels.vecadd(), None", "kernels.vecadd_cuda(), None"),
+           "matmul 128": ("kernels.matmul(128), None", None)}
+
+
+def child(mode: str, make: str, arch: str | None, env: dict[str, str]) -> dict:
+    code = CHILD.format(paths=[str(ROOT), str(ROOT / "tests"), str(HERE)], make=make, mode=mode, arch=arch)
+    return fresh_process.run(code, env, f"{mode} {make}")
+
+
+def fresh_env(home: Path, cache: Path | None = None) -> dict[str, str]:
+    """A process environment whose user folders are all under `home` (empty on first use)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JITFLOW_", "XDG_"))}
+    env["HOME"] = str(home)
+    if cache is not None:
+        env["JITFLOW_CACHE_DIR"] = str(cache)
+    return env
+
+
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def line(case: str, ours: float, theirs: float, goal: float, unit: str = "ms") -> str:
+    scale = 1000.0 if unit == "ms" else 1.0
+    ratio = ours / theirs
+    verdict = "ok" if ratio <= goal else "OVER"
+    return (f"{case:<44}{ours * scale:>9.1f} {unit}{theirs * scale:>9.1f} {unit}"
+            f"{ratio:>8.2f}x   <= {goal:.1f}x {verdict}")
+
+
+def first_builds(tmp: Path, runs: int, arch: str | None) -> list[str]:
+    out = []
+    for name, (cpu, gpu) in KERNELS.items():
+        for target, make in (("c", cpu), ("cuda", gpu if arch else None)):
+            if make is None:
+                continue
+            a = arch if target == "cuda" else None
+            ours, theirs, second = [], [], []
+            for i in range(runs):
+                home = tmp / f"home-{target}-{name.split()[0]}-{i}"
+                ours.append(child("jitflow", make, a, fresh_env(home)))
+                theirs.append(child("tvm", make, a, fresh_env(tmp / f"tvm-home-{i}")))
+                second.append(child("jitflow", make, a, fresh_env(home, home / "second-cache")))
+            tag = f"{name}, {target}{' ' + a if a else ''}"
+            out.append(line(f"first build, new machine: {tag}", median(ours, "callable"),
+                            median(theirs, "callable"), 1.5))
+            out.append(line(f"first build, second cache folder: {tag}", median(second, "callable"),
+                            median(theirs, "callable"), 1.5))
+    return out
+
+
+def models(tmp: Path, runs: int, names: list[str], arch: str | None) -> list[str]:
+    home = tmp / "models-home"
+    child("jitflow", "kernels.vecadd(), None", None, fresh_env(home))           # zig's cache: warm
+    out, inference = [], []
+    for name in names:
+        make = f"cpu_models.build({name!r})"
+        for a in ([None, arch] if arch and name == "transformer" else [None]):
+            ours, theirs = [], []
+            for i in range(runs):
+                ours.append(child("jitflow", make, a, fresh_env(home, tmp / f"{name}-{a}-{i}")))
+                theirs.append(child("tvm", make, a, fresh_env(home)))
+                shutil.rmtree(tmp / f"{name}-{a}-{i}", ignore_errors=True)
+            tag = f"{name}, {'cuda ' + a if a else 'c'}"
+            out.append(line(f"cold build, zig warm: {tag}", median(ours, "callable"), median(theirs, "callable"),
+                            1.0, "s"))
+            inference.append(f"  one inference, {tag}: jitflow {median(ours, 'run') * 1000:.1f} ms, "
+                             f"TVM's path {median(theirs, 'run') * 1000:.1f} ms")
+    return out + inference
+
+
+def gpu_present() -> bool:
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        return err == driver.CUresult.CUDA_SUCCESS and driver.cuDeviceGetCount()[1] > 0
+    except Exception:  # noqa: BLE001 - no driver, no bindings: no GPU
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--skip-models", action="store_true")
+    parser.add_argument("--models", default="resnet18,mobilenet_v2,transformer")
+    parser.add_argument("--cuda", default="auto", choices=["auto", "yes", "no"])
+    parser.add_argument("--arch", default="sm_90")
+    args = parser.parse_args()
+    arch = args.arch if args.cuda == "yes" or (args.cuda == "auto" and gpu_present()) else None
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="jitflow-cold-") as tmp:
+        lines = first_builds(Path(tmp), args.runs, arch)
+        if not args.skip_models:
+            lines += models(Path(tmp), args.runs, [m for m in args.models.split(",") if m], arch)
+    print(f"cold start, median of {args.runs} fresh processes, {os.cpu_count()} cores; "
+          f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print(f"{'case':<44}{'jitflow':>12}{'TVM':>12}{'ratio':>9}   goal")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
