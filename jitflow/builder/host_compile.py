@@ -109,8 +109,9 @@ class HostCompile:
                 zig_cache=self.zig_cache, local_cache=self.local_cache)
         return out
 
-    def wait(self) -> list[Path]:
-        """The objects, once all are compiled; CompileError (with the whole file's log) on failure."""
+    def wait(self) -> tuple[list[Path], list[Path]]:
+        """The host C's objects and the others' (add()), once all are compiled; CompileError (with the
+        whole file's log) on failure."""
         try:
             try:
                 objects = [f.result() for f in self._futures]
@@ -121,7 +122,7 @@ class HostCompile:
                 for path in self.folder.glob("host_*.o"):
                     path.unlink()
                 objects = [self._compile(self.source)]
-            return objects + [f.result() for f in self._extra]
+            return objects, [f.result() for f in self._extra]
         finally:
             self._pool.shutdown(wait=True)
             for piece in self.pieces:

@@ -148,7 +148,10 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
 def _pack(root: Any) -> tuple[LibraryBlob, bytes]:
     import tvm_ffi
 
-    raw = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(root).numpy().tobytes()
+    import numpy as np
+
+    packed = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(root)
+    raw = np.from_dlpack(packed).tobytes()      # one copy (Tensor.numpy() makes two)
     return library_blob.parse(raw), raw
 
 

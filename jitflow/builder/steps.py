@@ -80,14 +80,14 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
                 host.add(pack.write_blob_asm(blob, folder))
         host.on_progress = clock.show
         clock.show(host.describe())
-        objects = host.wait()
+        objects, data = host.wait()
     except BaseException:
         host.cancel()
         raise
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
-        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show)
-    for leftover in [*objects, folder / "blob.bin", folder / "blob.S"]:
+        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data)
+    for leftover in [*objects, *data, folder / "blob.bin", folder / "blob.S"]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)
     return {
