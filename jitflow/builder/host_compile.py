@@ -137,5 +137,5 @@ class HostCompile:
         for f in self._futures + self._extra:
             f.cancel()
         for job in running:
-            job.cancel()
+            job.kill()                  # their threads reap them
         self._pool.shutdown(wait=True)

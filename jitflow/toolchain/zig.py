@@ -77,10 +77,12 @@ class Job:
             raise CompileError(self.tool, self.command, out, self.source)
         return out
 
-    def cancel(self) -> None:
-        """Stop zig when the build failed elsewhere."""
-        self.proc.kill()
-        self.proc.communicate()
+    def kill(self) -> None:
+        """Stop zig (the build failed elsewhere); whoever waits for it gets a CompileError."""
+        try:
+            self.proc.kill()
+        except OSError:
+            pass          # it has ended already
 
 
 def run(args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None,
