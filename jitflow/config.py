@@ -20,6 +20,8 @@ ENVIRONMENT = {
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<user cache folder>/jitflow/toolchain/zig-<version>",
                               "zig's own cache, shared by every cache folder of the user (private to the user)"),
+    "JITFLOW_BUILD_JOBS": ("the usable cores", "compilers one build runs at once; the host C and the device code "
+                                                "are compiled in as many pieces"),
     "JITFLOW_CACHE_MAX_SIZE": ("4GB", "size cap of the cache; least recently used entries are evicted beyond it"),
     "JITFLOW_PROGRESS": ("auto", "build progress on stderr: auto (terminals only, builds over 1.5 s), 1 or 0"),
     "JITFLOW_REMOTE_CACHE": ("unset (no shared tier)",
@@ -158,6 +160,7 @@ class Settings:
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
+    build_jobs: int | None = None       # None: the usable cores (builder/host_compile.py)
 
 
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
@@ -178,5 +181,9 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     zig_env = os.environ.get("JITFLOW_ZIG_CACHE_DIR", "").strip()
     zig_dir = Path(zig_env).expanduser().absolute() if zig_env else None
     max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
+    jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0)
+    if jobs and jobs != int(jobs):
+        raise InvalidInputError(f"JITFLOW_BUILD_JOBS={jobs!r} is not a whole number")
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
-                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode())
+                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
+                    build_jobs=int(jobs) or None)

@@ -1,11 +1,11 @@
 """Each device module's CUDA source -> fatbins, its kernels compiled in pieces side by side.
 
 With NVRTC and TVM's usual prelude (small enough for the in-memory CCCL headers), a source is split
-by kernels (split_c.split_kernels) into pieces that NVRTC compiles in parallel threads, each for
-every arch; each piece becomes its own device module (pack.py). Compiling a piece costs the prelude
-once more (milliseconds); a source that needs the real CCCL headers (a second of parsing per
-compile) or nvcc is compiled whole. If the pieces fail, the whole source is compiled before any
-error is reported.
+by kernels (split_c.split_kernels) into as many pieces as usable cores, which NVRTC compiles in
+parallel threads, each for every arch; each piece becomes its own device module (pack.py).
+Compiling a piece costs the prelude once more (tens of milliseconds); a source that needs the real
+CCCL headers (a second of parsing per compile) or nvcc is compiled whole. If the pieces fail, the
+whole source is compiled before any error is reported.
 """
 from __future__ import annotations
 
@@ -23,16 +23,17 @@ from .host_compile import usable_cores
 from .pack import DevicePiece
 
 log = logging.getLogger("jitflow")
-#: a piece of about this much CUDA source; TVM's kernels for a model are 10 to 100 KB each.
-PIECE_BYTES = 48_000
+#: a piece of at least this much CUDA source (TVM's kernels for a model are 10 to 100 KB each)
+MIN_PIECE_BYTES = 32_000
 MAX_PIECES = 32
 
 
-def piece_count(source: str, compiler: str) -> int:
-    """How many pieces a device source is compiled in (1: whole)."""
+def piece_count(source: str, compiler: str, cores: int | None = None) -> int:
+    """How many pieces a device source is compiled in (1: whole) on a machine with `cores`."""
     if compiler != "nvrtc" or not cccl_shim.applies(source):
         return 1
-    return max(1, min(MAX_PIECES, -(-len(source) // PIECE_BYTES)))
+    cores = usable_cores() if cores is None else cores
+    return max(1, min(MAX_PIECES, cores, -(-len(source) // MIN_PIECE_BYTES)))
 
 
 class _ArchClock:
@@ -53,14 +54,17 @@ class _ArchClock:
 
 
 def compile_device(source_path: Path, archs: Sequence[str], compiler: str, options: Sequence[str] = (),
-                   on_arch: Callable[[str, float], None] | None = None) -> tuple[list[DevicePiece], str]:
-    """The kept CUDA source at `source_path` -> fatbin pieces and the compiler's log."""
+                   on_arch: Callable[[str, float], None] | None = None,
+                   jobs: int | None = None) -> tuple[list[DevicePiece], str]:
+    """The kept CUDA source at `source_path` -> fatbin pieces and the compiler's log; `jobs` compiles
+    at once (default: the usable cores)."""
     source = source_path.read_text()
-    pieces = split_c.split_kernels(source, piece_count(source, compiler))
+    jobs = jobs or usable_cores()
+    pieces = split_c.split_kernels(source, piece_count(source, compiler, jobs))
     if len(pieces) > 1:
         clock = _ArchClock(archs, len(pieces), on_arch)
         try:
-            with ThreadPoolExecutor(max_workers=min(usable_cores(), len(pieces)),
+            with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
                                     thread_name_prefix="jitflow-device") as pool:
                 built = list(pool.map(lambda p: nvrtc.compile_fatbin(p[0], archs, options, source_path, clock.done),
                                       pieces))

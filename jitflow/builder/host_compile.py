@@ -1,10 +1,11 @@
 """The host C compiled in pieces by zig processes running side by side (split_c.py), in the
 background while the device code builds.
 
-The number of pieces depends on the source alone (so a library's bytes do not depend on the
-machine's cores); how many zig processes run at once is the number of usable cores. If the pieces
-fail to compile, the whole file is compiled as one before any error is reported, so a gap in the
-splitter can cost time but never a build.
+There are as many pieces as usable cores (fewer for a small source): each piece costs a zig process
+and a read of the headers (some 40 ms), so more pieces than cores only add work. A library's
+layout (not its behaviour) therefore follows the number of cores of the machine that built it. If
+the pieces fail to compile, the whole file is compiled as one before any error is reported, so a
+gap in the splitter can cost time but never a build.
 """
 from __future__ import annotations
 
@@ -20,16 +21,17 @@ from ..toolchain import zig
 from . import split_c
 
 log = logging.getLogger("jitflow")
-#: a piece of about this many bytes of C takes a few tenths of a second at -O2; smaller pieces
-#: would spend more on starting zig and reading the headers than they save.
-PIECE_BYTES = 128_000
-#: at most this many pieces, whatever the size.
-MAX_PIECES = 16
+#: a piece of this many bytes of C takes about a tenth of a second at -O2; smaller ones would
+#: spend as much on starting zig and reading the headers as they save.
+MIN_PIECE_BYTES = 64_000
+#: at most this many pieces, whatever the machine.
+MAX_PIECES = 32
 
 
-def piece_count(size: int) -> int:
-    """How many pieces a host C source of `size` bytes is split into."""
-    return max(1, min(MAX_PIECES, -(-size // PIECE_BYTES)))
+def piece_count(size: int, cores: int | None = None) -> int:
+    """How many pieces a host C source of `size` bytes is split into on a machine with `cores`."""
+    cores = usable_cores() if cores is None else cores
+    return max(1, min(MAX_PIECES, cores, -(-size // MIN_PIECE_BYTES)))
 
 
 def usable_cores() -> int:
@@ -43,23 +45,25 @@ def usable_cores() -> int:
 class HostCompile:
     """Compiles `source` (the kept host.c) into objects in `folder`, in the background.
 
-    `on_progress` receives a short description of what is running, for the progress line; `pieces`
-    overrides how many pieces the source is split into (piece_count).
+    `on_progress` receives a short description of what is running, for the progress line; `jobs` is
+    how many zig processes run at once (default: the usable cores), `pieces` how many pieces the
+    source is split into (default: piece_count for `jobs`).
     """
 
     def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
                  zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
-                 pieces: int | None = None) -> None:
+                 jobs: int | None = None, pieces: int | None = None) -> None:
         self.source, self.folder, self.host = source, folder, host
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
-        texts = split_c.split(text, piece_count(len(text)) if pieces is None else pieces)
+        jobs = jobs or usable_cores()
+        texts = split_c.split(text, piece_count(len(text), jobs) if pieces is None else pieces)
         self.pieces = [source] if len(texts) == 1 else self._write_pieces(texts)
         self.done = 0
         self._lock = threading.Lock()
         self._cancelled = False
         self._running: set[zig.Job] = set()
-        self._pool = ThreadPoolExecutor(max_workers=min(usable_cores(), len(self.pieces) + 1),
+        self._pool = ThreadPoolExecutor(max_workers=min(jobs, len(self.pieces) + 1),
                                         thread_name_prefix="jitflow-zig")
         self._futures = [self._pool.submit(self._compile, piece) for piece in self.pieces]
         self._extra: list[Future] = []

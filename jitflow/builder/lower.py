@@ -146,9 +146,8 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
 
 
 def _pack(root: Any) -> tuple[LibraryBlob, bytes]:
-    import tvm_ffi
-
     import numpy as np
+    import tvm_ffi
 
     packed = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(root)
     raw = np.from_dlpack(packed).tobytes()      # one copy (Tensor.numpy() makes two)

@@ -46,7 +46,7 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
         pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.get("device_options", ()),
-                                      arch_done)
+                                      arch_done, settings.build_jobs)
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = pieces
     return fatbins
@@ -68,7 +68,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     entry.host_c.write_text(lowered.host_c)
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
-                       None if lowered.devices else clock.show)   # the device code has the line first
+                       None if lowered.devices else clock.show,   # the device code has the line first
+                       settings.build_jobs)
     try:
         if lowered.pending:
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles

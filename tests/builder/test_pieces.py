@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 import tvm
 
 import jitflow
@@ -44,17 +45,17 @@ def _reference(x, weights):
     return x
 
 
-def test_a_model_compiled_in_pieces_matches_numpy(tmp_path):
+def test_a_model_compiled_in_pieces_matches_numpy(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITFLOW_BUILD_JOBS", "3")
     mod, weights = _chain()
     said = progress.Progress("chain", stream=io.StringIO(), mode="off")
     stages: dict[str, float] = {}
     meta = steps.build_into(tmp_path, mod, resolve_target("c"), config.resolve(cache_dir=tmp_path / "unused"),
                             {}, stages, said)
-    host_c = (tmp_path / "src" / "host.c").read_text()
-    pieces = host_compile.piece_count(len(host_c))
-    assert pieces > 1 and meta["functions"] == ["main"]
+    assert host_compile.piece_count(len((tmp_path / "src" / "host.c").read_text()), 3) == 3
+    assert meta["functions"] == ["main"]
     assert said.said[0] == "lowering with TVM" and "linking" in said.said
-    assert any(s.startswith(f"compiling the host C in {pieces} pieces") for s in said.said)
+    assert "compiling the host C in 3 pieces (3 done)" in said.said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.so", "src"]     # no pieces or objects left
     vm = jitflow.runtime.vm.virtual_machine(jitflow.runtime.load.load_library(tmp_path / "lib.so"))
     x = np.random.default_rng(1).standard_normal((2, DIMS[0])).astype("float32")
@@ -62,9 +63,10 @@ def test_a_model_compiled_in_pieces_matches_numpy(tmp_path):
     np.testing.assert_allclose(y, _reference(x, weights), rtol=1e-5, atol=1e-5)
 
 
-def test_kernels_compiled_apart_are_all_inspected(cache_dir):
+def test_kernels_compiled_apart_are_all_inspected(cache_dir, monkeypatch):
     import models
 
+    monkeypatch.setenv("JITFLOW_BUILD_JOBS", "2")
     rep = jitflow.compile(models.mlp(seed=11), "cuda", arch=["sm_80", "sm_90"]).inspect()
     assert len({e.module for e in rep.fatbin}) == 2                 # one device module per kernel
     assert sorted(k.name for k in rep.kernels) == ["fused_matmul1_add1_kernel", "fused_matmul_add_relu_kernel"]
@@ -73,3 +75,16 @@ def test_kernels_compiled_apart_are_all_inspected(cache_dir):
         assert [(a.arch, a.sass) for a in kernel.archs] == [("sm_80", True), ("sm_90", True)]
         assert all(a.registers for a in kernel.archs)                # from the cubins and ptxas' log
     assert rep.notes == ()
+
+
+def test_build_jobs_setting(monkeypatch):
+    from jitflow.errors import InvalidInputError
+
+    for raw, jobs in (("4", 4), ("", None)):
+        monkeypatch.setenv("JITFLOW_BUILD_JOBS", raw)
+        assert config.resolve().build_jobs == jobs
+    for bad in ("0", "-2", "1.5", "many"):
+        monkeypatch.setenv("JITFLOW_BUILD_JOBS", bad)
+        with pytest.raises(InvalidInputError, match="JITFLOW_BUILD_JOBS"):
+            config.resolve()
+    assert host_compile.piece_count(10_000_000, 1) == 1 and host_compile.piece_count(1000, 16) == 1

@@ -225,7 +225,8 @@ def test_vm_format_rejects_damaged_bytecode(cache_dir, tmp_path):
 
 
 @needs_compiler
-def test_cuda_build_holds_a_fatbin_and_no_source(cache_dir, tmp_path):
+def test_cuda_build_holds_a_fatbin_and_no_source(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("JITFLOW_BUILD_JOBS", "2")          # the two kernels compile side by side
     exe = jitflow.compile(models.mlp(seed=10), "cuda", arch="sm_90")
     out = exe.export_library(tmp_path / "mlp_cuda.so")
     blob = library_blob.parse(loader.blob_of(out))
