@@ -17,6 +17,7 @@ from .errors import FunctionNotFoundError, InvalidInputError, JitflowError, Load
 from .formats.vm_program import KIND as VM_KIND
 from .runtime.load import load_library
 from .target import TargetSpec, resolve_target
+from .toolchain import cuda as cuda_toolchain
 from .toolchain.versions import tool_versions
 
 _LOADED: dict[tuple[str, str], Any] = {}   # (cache dir, key) -> runtime module, for the process
@@ -181,11 +182,15 @@ def _has_function(module: Any, name: str) -> bool:
 def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | None = None,
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
-            cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None) -> Executable:
+            cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
+            cuda_floor: str | float | None = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc. target: "cuda", "c", a dict or a tvm.target.Target.
-    arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU.
+    arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU;
+    "portable": SASS for each GPU generation the compiler supports and PTX for the oldest.
+    cuda_floor: the oldest driver (CUDA version, "13.0") the library must load on; it decides the
+    PTX ISA of the fatbin. Default JITFLOW_CUDA_FLOOR, else the compiler's major version .0.
     relax_pipeline (Relax modules): a name for tvm.relax.get_pipeline or a tvm.transform.Pass;
     default TVM's pipeline for the target. A name is keyed as itself, a Pass by str(pass).
     """
@@ -199,13 +204,15 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
         mod = prepare.prepare(mod)
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
-    spec = resolve_target(target, arch, host)
-    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler)
+    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor)
+    spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host)
     if pass_config is not None and not isinstance(pass_config, dict):
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
     options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options)}
+    if spec.is_cuda:
+        options["cuda_floor"] = str(settings.cuda_floor or cuda_toolchain.default_floor(settings.cuda_compiler))
     if prepare.is_relax(mod):
         options["relax_pipeline"] = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:
