@@ -67,8 +67,11 @@ class Executable:
         self._meta = meta
         return library, meta
 
-    def jit(self) -> Any:
-        """The loaded TVM runtime module: built once, then a cache hit in every later process."""
+    def jit(self, device_query: Any = None) -> Any:
+        """The loaded TVM runtime module: built once, then a cache hit in every later process.
+
+        device_query: how the GPU and driver the library is checked against are found (a
+        jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
         self.target.check_runs_here()
         with self._lock:
             if self._module is not None:
@@ -83,12 +86,12 @@ class Executable:
                 return cached
             library, meta = self._obtain()
             try:
-                module = load_library(library, cuda=bool(meta.get("cuda")))
+                module = load_library(library, cuda=bool(meta.get("cuda")), device_query=device_query)
             except LoadError:
                 if library.exists() or not self.settings.cache_enabled:
                     raise
                 library, meta = self._obtain()  # evicted between lookup and load: look again
-                module = load_library(library, cuda=bool(meta.get("cuda")))
+                module = load_library(library, cuda=bool(meta.get("cuda")), device_query=device_query)
             if not self.settings.cache_enabled:
                 pipeline.remove_temporary(library)
             self._module = module
@@ -234,6 +237,9 @@ def _relax_pipeline(value: Any) -> Any:
                             f"not {type(value).__name__}")
 
 
-def load(path: str | os.PathLike) -> Any:
-    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it)."""
-    return load_library(Path(path).expanduser())
+def load(path: str | os.PathLike, device_query: Any = None) -> Any:
+    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it).
+
+    A CUDA library is checked against the first GPU and its driver first (device_query: how they
+    are found, a jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
+    return load_library(Path(path).expanduser(), device_query=device_query)
