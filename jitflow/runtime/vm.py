@@ -75,10 +75,10 @@ def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | None 
 
 def _gpu_index(device: Any) -> int:
     """The GPU number `device` names ("cuda:1", a torch.device, a tvm Device), 0 where it names none."""
-    index = getattr(device, "index", None)
+    if isinstance(device, str):
+        tail = device.rsplit(":", 1)[1] if ":" in device else ""
+        return int(tail) if tail.isdigit() else 0
+    index = getattr(device, "index", None)       # torch.device
     if index is None:
-        index = getattr(device, "device_id", None)
-    if index is None and isinstance(device, str) and ":" in device:
-        tail = device.rsplit(":", 1)[1]
-        index = int(tail) if tail.isdigit() else 0
-    return int(index or 0)
+        index = getattr(device, "device_id", None)   # tvm Device
+    return index if isinstance(index, int) else 0
