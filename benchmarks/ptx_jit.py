@@ -43,10 +43,10 @@ CHILD = """
 
 
 def size() -> None:
+    import kernels
+
     import jitflow
     from jitflow.report import inspect_library
-
-    import kernels
 
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in [("vecadd", kernels.vecadd_cuda), ("matmul_shared", kernels.matmul_shared)]:

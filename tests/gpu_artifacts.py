@@ -9,10 +9,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import jitflow  # noqa: E402
-
 import kernels  # noqa: E402
 import models  # noqa: E402
+
+import jitflow  # noqa: E402
 
 ARTIFACTS = {
     "vecadd.so": lambda: jitflow.compile(kernels.vecadd_cuda(), "cuda", arch=["sm_80", "sm_90"]),

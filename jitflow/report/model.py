@@ -244,7 +244,8 @@ class Report:
     sass: Mapping[str, str] = field(default_factory=dict, repr=False)   # arch -> SASS (where tools exist)
 
     _COMPARED = ("origin", "library", "target", "key", "build", "functions", "symbols", "kernels",
-                 "allocations", "copies", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda", "host_c_path")
+                 "allocations", "copies", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda",
+                 "host_c_path")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Report) and all(getattr(self, f) == getattr(other, f) for f in self._COMPARED)

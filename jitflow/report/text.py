@@ -1,9 +1,7 @@
 """The plain-text form of a Report: a summary, then one table per section (kernels, memory)."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .c_expr import Expr
 

@@ -1,11 +1,11 @@
 """Fatbin entries read without CUDA tools: PTX ISA from the decompressed text, cubins, compression."""
 from __future__ import annotations
 
+import kernels
 import pytest
+
 from jitflow.errors import LibraryFormatError
 from jitflow.formats import cubin, fatbin, ptx
-
-import kernels
 
 nvrtc = pytest.importorskip("jitflow.toolchain.nvrtc")
 
@@ -14,6 +14,7 @@ nvrtc = pytest.importorskip("jitflow.toolchain.nvrtc")
 def raw_fatbin():
     """A fatbin exactly as NVRTC + nvfatbin write it (no floor: the compiler's own PTX ISA)."""
     import tvm
+
     from jitflow.builder import prepare
     from jitflow.target import resolve_target
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-import jitflow
-from jitflow.report import Report, inspect_entry, inspect_library
-
 import kernels
 from conftest import run_python
+
+import jitflow
+from jitflow.report import Report, inspect_entry, inspect_library
 
 
 def test_compatibility_of_a_build_an_entry_and_a_library(cache_dir, tmp_path):

@@ -3,15 +3,15 @@ what the library carries and the fix, before TVM is asked to load it. The GPU an
 simulated (SimulatedGpu), so these run without a GPU."""
 from __future__ import annotations
 
-import jitflow
+import kernels
+import models
 import pytest
+
+import jitflow
 from jitflow.errors import LoadError
 from jitflow.runtime import compat
 from jitflow.runtime.compat import DeviceCode, Gpu, SimulatedGpu
 from jitflow.target.cuda_floor import CudaVersion
-
-import kernels
-import models
 
 
 @pytest.fixture

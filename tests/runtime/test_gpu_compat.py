@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_python
 
 pytestmark = pytest.mark.gpu

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from jitflow import config
 from jitflow.errors import TargetError
 from jitflow.target import cuda_floor

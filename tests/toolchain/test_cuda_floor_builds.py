@@ -2,16 +2,16 @@
 driver JIT-compiles; the floor is in the key and the metadata; lowered PTX is proven by ptxas."""
 from __future__ import annotations
 
-import jitflow
+import kernels
 import pytest
+
+import jitflow
 from jitflow.errors import CompileError
 from jitflow.formats import fatbin, library_blob, ptx
 from jitflow.runtime import load as loader
 from jitflow.target.archs import portable_archs
 from jitflow.target.cuda_floor import CudaVersion, ptx_isa_for
 from jitflow.toolchain import nvrtc, ptx_floor
-
-import kernels
 
 
 def _fatbin_of(path):
@@ -69,6 +69,7 @@ def test_ptx_using_a_newer_feature_than_the_target_isa_is_refused():
 
 def test_a_fatbin_from_another_compiler_is_brought_to_the_floor(cache_dir):
     import tvm
+
     from jitflow.builder import prepare
     from jitflow.target import resolve_target
 
