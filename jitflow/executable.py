@@ -46,6 +46,8 @@ class Executable:
     def key(self) -> str:
         """The cache key (sha256 hex) of this module, target, options and tool versions."""
         if self._key is None:
+            if self.target.is_cuda and not self.options.get("cuda_floor"):
+                self.options["cuda_floor"] = str(cuda_toolchain.default_floor(self.settings.cuda_compiler))
             text = module_text(self.mod)
             versions = tool_versions(self.target, self.settings.cuda_compiler)
             self._key = compute_key(text, self.target, self._key_options(), versions)
@@ -214,8 +216,8 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
     options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options)}
-    if spec.is_cuda:
-        options["cuda_floor"] = str(settings.cuda_floor or cuda_toolchain.default_floor(settings.cuda_compiler))
+    if spec.is_cuda:  # None: the compiler's major version .0, found when the key is first needed
+        options["cuda_floor"] = str(settings.cuda_floor) if settings.cuda_floor else None
     if prepare.is_relax(mod):
         options["relax_pipeline"] = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:

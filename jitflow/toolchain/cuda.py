@@ -43,7 +43,7 @@ def compiler_version(compiler: str) -> CudaVersion:
     if compiler == "nvcc":
         from . import nvcc
 
-        m = re.search(r"release (\d+)\.(\d+)", nvcc.version())
+        m = re.search(r"(?:release |cuda_)(\d+)\.(\d+)", nvcc.version())
         return CudaVersion(int(m.group(1)), int(m.group(2))) if m else CudaVersion(0, 0)
     from . import nvrtc
 
