@@ -38,29 +38,31 @@ class DeviceQuery(Protocol):
 
 
 class DriverQuery:
-    """The CUDA driver's view (cuda.bindings.driver): compute capability, name, driver version."""
+    """The CUDA driver's view: compute capability, name, and the driver's CUDA version.
+
+    Asked through libcuda.so.1 directly (ctypes): importing cuda.bindings' driver module would add
+    tens of milliseconds to every load, and the runtime-only install loading the library may lack it.
+    """
+
+    _MAJOR, _MINOR = 75, 76   # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
 
     def gpu(self, index: int) -> Gpu | None:
+        import ctypes
+
         try:
-            from cuda.bindings import driver
-        except ImportError:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError:
             return None
-        ok = driver.CUresult.CUDA_SUCCESS
-        try:
-            if driver.cuInit(0)[0] != ok:
-                return None
-            err, version = driver.cuDriverGetVersion()
-            err2, dev = driver.cuDeviceGet(index)
-            if err != ok or err2 != ok:
-                return None
-            attr = driver.CUdevice_attribute
-            major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)[1]
-            minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)[1]
-            err, raw = driver.cuDeviceGetName(128, dev)
-            name = raw.split(b"\0", 1)[0].decode(errors="replace") if err == ok else ""
-            return Gpu(f"sm_{major}{minor}", CudaVersion.from_driver(version), name, index)
-        except Exception:  # a broken driver install: leave the error to TVM's loader
-            return None
+        version, dev, major, minor = (ctypes.c_int() for _ in range(4))
+        name = ctypes.create_string_buffer(256)
+        if (lib.cuDriverGetVersion(ctypes.byref(version)) or lib.cuInit(0)
+                or lib.cuDeviceGet(ctypes.byref(dev), index)
+                or lib.cuDeviceGetAttribute(ctypes.byref(major), self._MAJOR, dev)
+                or lib.cuDeviceGetAttribute(ctypes.byref(minor), self._MINOR, dev)):
+            return None   # no usable device: TVM's loader reports what is wrong
+        lib.cuDeviceGetName(name, len(name), dev)
+        return Gpu(f"sm_{major.value}{minor.value}", CudaVersion.from_driver(version.value),
+                   name.value.decode(errors="replace"), index)
 
 
 @dataclass(frozen=True)
