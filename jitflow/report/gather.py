@@ -137,18 +137,8 @@ def _library_facts(library: Path, path: str | None) -> LibraryFacts:
                         tuple(facts.exported))
 
 
-def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[str]) -> device_text.DeviceText:
-    with_source = [d for d in devices if d.source is not None]
-    if with_source and target and target.get("archs"):
-        compiler = target.get("cuda_compiler") or "nvrtc"
-        options = target.get("device_options") or []
-
-        def make(arch: str) -> str:
-            return "\n".join(device_text.ptx_from_source(d.source or "", arch, compiler, options)
-                             for d in with_source)
-
-        return device_text.DeviceText("PTX", _sorted_archs(target["archs"]), make,
-                                      f"made from the CUDA source by {compiler} on access")
+def _fatbin_ptx(devices: list[_Device], unknown: list[str]) -> dict[str, str]:
+    """arch -> the PTX text the fatbins ship (decompressed): what a driver JIT-compiles."""
     readable: dict[str, str] = {}
     compressed = []
     for d in devices:
@@ -162,12 +152,30 @@ def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[st
                     compressed.append(e.arch)
                 else:
                     readable[normalize_arch(e.arch)] = readable.get(normalize_arch(e.arch), "") + text
-    note = None
     if compressed:
-        note = (f"PTX text: the fatbin stores {', '.join(compressed)} compressed in a format jitflow does not read; "
-                "the CUDA source is needed to show it")
-        unknown.append(note)
-    return device_text.DeviceText("PTX", _sorted_archs(readable), readable.__getitem__, note)
+        unknown.append(f"PTX text: the fatbin stores {', '.join(compressed)} compressed in a format jitflow does "
+                       "not read; the CUDA source is needed to show it")
+    return readable
+
+
+def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[str]) -> device_text.DeviceText:
+    shipped = _fatbin_ptx(devices, unknown)
+    with_source = [d for d in devices if d.source is not None]
+    if with_source and target and target.get("archs"):
+        compiler = target.get("cuda_compiler") or "nvrtc"
+        options = target.get("device_options") or []
+
+        def make(arch: str) -> str:
+            if arch in shipped:   # the lowest arch: the PTX the fatbin carries, at the floor's ISA
+                return shipped[arch]
+            return "\n".join(device_text.ptx_from_source(d.source or "", arch, compiler, options)
+                             for d in with_source)
+
+        return device_text.DeviceText("PTX", _sorted_archs(target["archs"]), make,
+                                      f"the fatbin's PTX for its lowest arch; made from the CUDA source by "
+                                      f"{compiler} on access for the others")
+    return device_text.DeviceText("PTX", _sorted_archs(shipped), shipped.__getitem__,
+                                  unknown[-1] if unknown and unknown[-1].startswith("PTX text") else None)
 
 
 def _sass(devices: list[_Device], unknown: list[str]) -> device_text.DeviceText:

@@ -37,3 +37,9 @@ def test_json_of_a_library_with_newer_ptx(cache_dir, tmp_path):
     assert d["compatibility"]["ptx"] == [{"arch": "compute_80", "isa": "9.5"}]
     assert d["compatibility"]["min_driver"] == "13.5" and d["compatibility"]["sass"] == ["sm_80"]
     assert {e["kind"]: e["isa"] for e in d["fatbin"]} == {"sass": None, "ptx": "9.5"}
+
+
+def test_ptx_shown_for_the_lowest_arch_is_the_shipped_ptx(cache_dir):
+    rep = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch=["sm_80", "sm_90"]).inspect()
+    assert ".version 9.0" in rep.ptx["sm_80"]            # what the driver JIT-compiles
+    assert ".target sm_90" in rep.ptx["sm_90"]           # the other arch: made from the source
