@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import InvalidInputError
 from .logs import warn_once
+from .target.cuda_floor import CudaVersion
 
 CUDA_COMPILERS = ("nvrtc", "nvcc")
 
@@ -17,6 +18,8 @@ ENVIRONMENT = {
     "JITFLOW_CACHE_DIR": ("the user cache directory (platformdirs)", "where built libraries are kept"),
     "JITFLOW_CACHE": ("1", "0 disables the disk cache (every jit() builds in a temporary folder)"),
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
+    "JITFLOW_CUDA_FLOOR": ("the compiler's major version .0 (13.0)",
+                           "oldest driver (CUDA version) a CUDA library must load on; decides the fatbin's PTX ISA"),
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<cache dir>/zig", "zig's own cache (libc stubs, objects)"),
     "JITFLOW_CACHE_MAX_SIZE": ("4GB", "size cap of the cache; least recently used entries are evicted beyond it"),
@@ -157,10 +160,23 @@ class Settings:
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
+    cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
+
+
+def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
+    """cuda_floor= if given, else JITFLOW_CUDA_FLOOR, else None (the compiler's major version .0)."""
+    from .target import cuda_floor
+
+    if value is None:
+        raw = os.environ.get("JITFLOW_CUDA_FLOOR", "").strip()
+        if not raw:
+            return None
+        return cuda_floor.check_supported(cuda_floor.parse(raw, "JITFLOW_CUDA_FLOOR"))
+    return cuda_floor.check_supported(cuda_floor.parse(value))
 
 
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
-            cuda_compiler: str | None = None) -> Settings:
+            cuda_compiler: str | None = None, cuda_floor: str | float | None = None) -> Settings:
     """Resolve settings: explicit arguments win over JITFLOW_* variables, which win over defaults."""
     if cache_dir is None:
         env_dir = os.environ.get("JITFLOW_CACHE_DIR", "").strip()
@@ -178,4 +194,5 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     zig_dir = Path(zig_env).expanduser().absolute() if zig_env else directory / "zig"
     max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
-                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode())
+                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
+                    cuda_floor=resolve_cuda_floor(cuda_floor))

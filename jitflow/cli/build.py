@@ -11,7 +11,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Build FILE.py:NAME (an IRModule, a PrimFunc, or a function returning one).")
     p.add_argument("module", metavar="FILE.py:NAME")
     p.add_argument("--target", default="cuda", help="cuda or c (default: cuda)")
-    p.add_argument("--arch", action="append", help="CUDA arch, repeatable or comma-separated (sm_80,sm_90)")
+    p.add_argument("--arch", action="append",
+                   help="CUDA arch, repeatable or comma-separated (sm_80,sm_90), or 'portable' (SASS for each GPU "
+                        "generation, PTX for the oldest)")
+    p.add_argument("--cuda-floor", default=None, metavar="X.Y",
+                   help="oldest driver (CUDA version) the library must load on (default: the compiler's major, 13.0)")
     p.add_argument("--host", default=None, metavar="TRIPLE",
                    help=f"CPU and OS the library runs on: {' or '.join(SUPPORTED_HOSTS)} (default: this machine)")
     p.add_argument("--cuda-compiler", choices=["nvrtc", "nvcc"], default=None)
@@ -33,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     mod = load_module_spec(args.module)
     exe = jitflow.compile(mod, args.target, arch=archs_of(args.arch), host=args.host,
-                          cuda_compiler=args.cuda_compiler, cache=False if args.no_cache else None)
+                          cuda_compiler=args.cuda_compiler, cache=False if args.no_cache else None,
+                          cuda_floor=args.cuda_floor)
     out = exe.export_library(args.output)
     print(f"{out}: {exe.build_info}")
     return 0

@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", action="append", help="CUDA arch, repeatable or comma-separated (sm_80,sm_90)")
     p.add_argument("--host", default=None, metavar="TRIPLE", help="CPU and OS of the library (default: this machine)")
     p.add_argument("--cuda-compiler", choices=["nvrtc", "nvcc"], default=None)
+    p.add_argument("--cuda-floor", default=None, metavar="X.Y", help="for FILE.py:NAME: oldest driver (CUDA version)")
     p.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
                    help="TVM PassContext option for FILE.py:NAME (VALUE read as JSON where it can be)")
     p.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
@@ -63,7 +64,7 @@ def report_of(source: str, args: argparse.Namespace) -> Any:
             return obj.inspect()
         exe = jitflow.compile(obj, args.target, arch=archs_of(args.arch), host=args.host,
                               cuda_compiler=args.cuda_compiler, pass_config=_pass_config(args.pass_config),
-                              cache=False if args.no_cache else None)
+                              cache=False if args.no_cache else None, cuda_floor=args.cuda_floor)
         return exe.inspect()
     path = Path(source).expanduser()
     if path.is_file():
@@ -97,7 +98,8 @@ def section(rep: Any, name: str, as_json: bool) -> str:
     d = rep.to_dict(sources=False)
     if name == "kernels":
         if as_json:
-            return json.dumps({"kernels": d["kernels"], "fatbin": d["fatbin"]}, indent=1, sort_keys=True)
+            return json.dumps({"kernels": d["kernels"], "fatbin": d["fatbin"], "compatibility": d["compatibility"]},
+                              indent=1, sort_keys=True)
         return "\n".join(report_text.header(rep) + [""] + report_text.kernels_section(rep))
     if as_json:
         keys = ("allocations", "allocation_totals", "copies", "symbols")

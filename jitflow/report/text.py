@@ -1,14 +1,12 @@
 """The plain-text form of a Report: a summary, then one table per section (kernels, memory)."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .c_expr import Expr
 
 if TYPE_CHECKING:
-    from .model import Kernel, Report
+    from .model import Compatibility, Kernel, Report
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], indent: str = "  ") -> list[str]:
@@ -75,11 +73,25 @@ def header(rep: Report) -> list[str]:
     if exported:
         lines.append(f"exported functions: {', '.join(exported)}")
     if rep.fatbin:
-        parts = [f"{e.kind} {e.arch} ({e.size} B)" for e in rep.fatbin]
-        lines.append(f"fatbin: {', '.join(parts)}")
+        parts = [f"{e.kind} {e.arch}" + (f" ISA {e.isa}" if e.isa else "") + f" ({e.size} B)" for e in rep.fatbin]
+        lines.append(f"fatbin: {', '.join(parts)}; {sum(e.size for e in rep.fatbin)} B in all")
+    if rep.compatibility:
+        lines.append(compatibility_line(rep.compatibility))
     if rep.symbols:
         lines.append("symbols: " + ", ".join(f"{k} = {v}" for k, v in rep.symbols.items()))
     return lines
+
+
+def compatibility_line(c: Compatibility) -> str:
+    """'runs on: SASS sm_80, sm_90 (CUDA 13.5, driver >= 13.0); PTX compute_80 ISA 9.0 (driver >= 13.0); ...'"""
+    parts = []
+    if c.sass:
+        built = f"CUDA {c.sass_toolkit}, " if c.sass_toolkit else ""
+        parts.append(f"SASS {', '.join(c.sass)} ({built}driver >= {c.sass_min_driver or '?'})")
+    for arch, isa in c.ptx:
+        parts.append(f"PTX {arch} ISA {isa} (driver >= {c.ptx_min_driver or 'any'})")
+    floor = f", CUDA floor {c.floor}" if c.floor else ""
+    return f"runs on: {'; '.join(parts)}; needs a driver of CUDA >= {c.min_driver or '?'}{floor}"
 
 
 def kernels_section(rep: Report) -> list[str]:

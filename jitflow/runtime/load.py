@@ -98,8 +98,13 @@ def ensure_cuda_backend() -> None:
                 raise LoadError(f"cannot load TVM's CUDA backend: {first}; {hint}") from None
 
 
-def load_library(path: str | os.PathLike, cuda: bool | None = None) -> Any:
-    """Load a library built by jitflow (or TVM); `cuda` skips reading the ELF when known."""
+def load_library(path: str | os.PathLike, cuda: bool | None = None, device_query: Any = None,
+                 device_index: int = 0) -> Any:
+    """Load a library built by jitflow (or TVM); `cuda` skips reading the ELF when known.
+
+    A CUDA library is first checked against GPU `device_index` and its driver (as `device_query`,
+    a runtime.compat.DeviceQuery, reports them; default the CUDA driver): LoadError if it cannot run.
+    """
     import tvm
 
     path = os.fspath(path)
@@ -108,6 +113,9 @@ def load_library(path: str | os.PathLike, cuda: bool | None = None) -> Any:
     if cuda is None:
         cuda = needs_cuda(path)
     if cuda:
+        from .compat import check_library
+
+        check_library(path, device_query, device_index)
         ensure_cuda_backend()
     try:
         return tvm.runtime.load_module(path)

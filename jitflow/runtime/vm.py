@@ -54,11 +54,13 @@ def virtual_machine(module: Any, device: Any = None, cuda: bool = False, memory_
         raise LoadError(f"cannot start a VirtualMachine on {dev}: {exc}") from None
 
 
-def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | None = None) -> Any:
+def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | None = None,
+            device_query: Any = None) -> Any:
     """Load an exported Relax library into a VirtualMachine on `device` (TVM runtime only).
 
     device: a tvm Device, "cpu", "cuda", "cuda:1" or a torch.device; by default the first GPU
     for a library with CUDA code, else the CPU. memory_cfg: "pooled" (TVM's default) or "naive".
+    device_query: how that GPU and its driver are found (runtime.compat; default the CUDA driver).
     """
     from .load import load_library, needs_cuda
 
@@ -66,4 +68,17 @@ def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | None 
     if not path.is_file():
         raise LoadError(f"no library at {path}")
     cuda = needs_cuda(path)
-    return virtual_machine(load_library(path, cuda=cuda), device, cuda, memory_cfg)
+    index = _gpu_index(device) if cuda else 0
+    return virtual_machine(load_library(path, cuda=cuda, device_query=device_query, device_index=index),
+                           device, cuda, memory_cfg)
+
+
+def _gpu_index(device: Any) -> int:
+    """The GPU number `device` names ("cuda:1", a torch.device, a tvm Device), 0 where it names none."""
+    if isinstance(device, str):
+        tail = device.rsplit(":", 1)[1] if ":" in device else ""
+        return int(tail) if tail.isdigit() else 0
+    index = getattr(device, "index", None)       # torch.device
+    if index is None:
+        index = getattr(device, "device_id", None)   # tvm Device
+    return index if isinstance(index, int) else 0

@@ -60,3 +60,29 @@ def visible_gpu_arch() -> str | None:
         return f"sm_{major}{minor}"
     except Exception:  # a broken driver install must not break target resolution
         return None
+
+
+#: arch="portable": SASS for each GPU generation the compiler supports, PTX for the oldest.
+PORTABLE = "portable"
+
+
+def is_portable(arch: Any) -> bool:
+    """Whether arch= asks for the portable preset ('portable', or a list holding only it)."""
+    if isinstance(arch, str):
+        return arch.strip().lower() == PORTABLE
+    return isinstance(arch, (list, tuple)) and len(arch) == 1 and is_portable(arch[0])
+
+
+def portable_archs(supported: Iterable[str]) -> tuple[str, ...]:
+    """The lowest arch of each major compute capability among `supported` (the compiler's SASS archs,
+    without the 'a'/'f' variants): SASS of sm_X0 runs on every sm_XY GPU of that generation."""
+    lowest: dict[int, str] = {}
+    for arch in supported:
+        m = _ARCH_RE.match(arch)
+        if not m or m.group(2):
+            continue
+        number = int(m.group(1))
+        major = number // 10
+        if major not in lowest or number < arch_number(lowest[major]):
+            lowest[major] = arch
+    return tuple(lowest[k] for k in sorted(lowest))
