@@ -169,7 +169,15 @@ def host_section(rep: Report) -> list[str]:
     return out
 
 
-def render(rep: Report) -> str:
+#: How the sources are named: as attributes of the report (Python) or as `jitflow inspect` options.
+_SOURCE_NAMES = {"python": {"host": "rep.host_c", "cuda": "rep.cuda", "ptx": "rep.ptx[{}]", "sass": "rep.sass[{}]"},
+                 "cli": {"host": "--section host", "cuda": "--section cuda", "ptx": "--section ptx ({})",
+                         "sass": "--section sass ({})"}}
+
+
+def render(rep: Report, names: str = "python") -> str:
+    """The report as text; `names` "cli" names its sources as `jitflow inspect` options."""
+    said = _SOURCE_NAMES[names]
     lines = [f"jitflow inspect: {rep.origin}" + (f" {rep.key[:12]}" if rep.key else "")]
     lines += header(rep)
     for section in (host_section(rep), kernels_section(rep), memory_section(rep)):
@@ -177,14 +185,14 @@ def render(rep: Report) -> str:
             lines += [""] + section
     sources = []
     if rep.host_c is not None:
-        sources.append(f"rep.host_c ({len(rep.host_c.splitlines())} lines"
+        sources.append(f"{said['host']} ({len(rep.host_c.splitlines())} lines"
                        + (f", {rep.host_c_path})" if rep.host_c_path else ")"))
     if rep.cuda is not None:
-        sources.append(f"rep.cuda ({len(rep.cuda.splitlines())} lines)")
+        sources.append(f"{said['cuda']} ({len(rep.cuda.splitlines())} lines)")
     if len(rep.ptx):
-        sources.append(f"rep.ptx[{', '.join(rep.ptx)}]")
+        sources.append(said["ptx"].format(", ".join(rep.ptx)))
     if len(rep.sass):
-        sources.append(f"rep.sass[{', '.join(rep.sass)}]")
+        sources.append(said["sass"].format(", ".join(rep.sass)))
     if sources:
         lines += ["", "sources: " + "; ".join(sources)]
     if rep.notes:

@@ -34,11 +34,24 @@ def device_of(device: Any, cuda: bool) -> Any:
         raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'") from None
 
 
+#: the VirtualMachine's allocators: pooled reuses freed blocks (TVM's default), naive allocates each time
+MEMORY_CFGS = ("pooled", "naive")
+
+
+def check_memory_cfg(memory_cfg: Any) -> None:
+    """Refuse a memory_cfg that TVM's VirtualMachine does not know (a name, or a dict of device -> name)."""
+    names = list(memory_cfg.values()) if isinstance(memory_cfg, dict) else [memory_cfg]
+    if any(n is not None and n not in MEMORY_CFGS for n in names):
+        raise InvalidInputError(f"memory_cfg must be one of {', '.join(map(repr, MEMORY_CFGS))}, a dict of "
+                                f"device to one of them, or None (pooled), not {memory_cfg!r}")
+
+
 def virtual_machine(module: Any, device: Any = None, cuda: bool = False, memory_cfg: str | None = None) -> Any:
     """tvm.runtime.vm.VirtualMachine over a loaded VM library; checks the device fits the library."""
     import tvm
     from tvm.runtime.vm import VirtualMachine
 
+    check_memory_cfg(memory_cfg)
     if module.kind != KIND:
         raise InvalidInputError("this library holds kernels, not a Relax VM: call its functions by name "
                                 "(exe['name'] or jitflow.load(path)['name'])")
@@ -64,6 +77,7 @@ def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | None 
     """
     from .load import load_library, needs_cuda
 
+    check_memory_cfg(memory_cfg)
     path = Path(path).expanduser()
     if not path.is_file():
         raise LoadError(f"no library at {path}")
