@@ -101,6 +101,21 @@ def to_event(record: Any, names: Names) -> Event | None:
     return None
 
 
+def describe(record: Any) -> dict[str, Any]:
+    """Every readable plain field of a record (for diagnostics: what this cupti-python really gives)."""
+    out: dict[str, Any] = {}
+    for name in dir(record):
+        if name.startswith("_") or name in ("ptr",):
+            continue
+        try:
+            value = getattr(record, name)
+        except Exception as exc:          # a field this record kind does not have
+            value = f"<{type(exc).__name__}>"
+        if isinstance(value, (int, float, str)) or value is None:
+            out[name] = value
+    return out
+
+
 def _buffer_requested() -> tuple[int, int]:
     return BUFFER_BYTES, 0
 
@@ -119,6 +134,7 @@ class CuptiSource:
     cupti: Any = field(default_factory=load_cupti)
     events: list[Event] = field(default_factory=list)
     record_counts: Counter = field(default_factory=Counter)   # records seen, by kind name (for diagnostics)
+    raw: list[dict[str, Any]] | None = None                    # a list: every record's fields kept (diagnostics)
 
     def __post_init__(self) -> None:
         self.names = Names.from_cupti(self.cupti)
@@ -127,6 +143,8 @@ class CuptiSource:
         """Convert a delivered buffer's records now: CUPTI reuses the buffer after the callback returns."""
         for record in activities or ():
             self.record_counts[self.names.kinds.get(_int(record, "kind"), str(_int(record, "kind")))] += 1
+            if self.raw is not None:
+                self.raw.append(describe(record))
             event = to_event(record, self.names)
             if event is not None:
                 self.events.append(event)
