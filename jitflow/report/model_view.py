@@ -6,6 +6,8 @@ known; sizes computed by shape functions, workspaces and launches are not.
 """
 from __future__ import annotations
 
+from typing import Sequence, TypeVar
+
 from ..formats.vm_program import TensorConstant, VMProgram
 from . import shape_funcs, vm_bytecode
 from .host_code import HostCode
@@ -21,6 +23,7 @@ from .model_memory import (
 )
 
 _MAX_DEPTH = 16
+T = TypeVar("T", Allocation, Launch)
 
 
 def devices_for(kind: str | None) -> tuple[str, ...]:
@@ -46,26 +49,17 @@ class _Joiner:
         self.walks = walks
         self.host = host
 
-    def launches(self, name: str, depth: int = 0) -> tuple[Launch, ...] | None:
+    def collect(self, name: str, items: Sequence[T], depth: int = 0) -> tuple[T, ...] | None:
+        """The items (launches or allocations of the host code) of the TIR functions one call of
+        `name` runs, in call order; None without host code."""
         if self.host is None:
             return None
-        out: list[Launch] = []
+        out: list[T] = []
         for callee in self.walks[name].calls:
             if callee in self.walks and depth < _MAX_DEPTH:
-                out += self.launches(callee, depth + 1) or ()
+                out += self.collect(callee, items, depth + 1) or ()
             else:
-                out += [x for x in self.host.launches if x.function == callee]
-        return tuple(out)
-
-    def workspaces(self, name: str, depth: int = 0) -> tuple[Allocation, ...] | None:
-        if self.host is None:
-            return None
-        out: list[Allocation] = []
-        for callee in self.walks[name].calls:
-            if callee in self.walks and depth < _MAX_DEPTH:
-                out += self.workspaces(callee, depth + 1) or ()
-            else:
-                out += [a for a in self.host.allocations if a.function == callee]
+                out += [x for x in items if x.function == callee]  # type: ignore[attr-defined]
         return tuple(out)
 
 
@@ -97,8 +91,9 @@ def build(program: VMProgram, devices: tuple[str, ...], host: HostCode | None = 
         copies = tuple(ModelCopy(name, c.instruction, c.call, direction(c.source, c.destination),
                                  c.tensor.nbytes if c.tensor else None, str(_tensor(c.tensor)) if c.tensor else None)
                        for c in w.copies)
-        functions.append(VMFunction(name, w.params, storages, tuple(w.calls), copies, joiner.workspaces(name),
-                                    joiner.launches(name)))
+        functions.append(VMFunction(name, w.params, storages, tuple(w.calls), copies,
+                                    joiner.collect(name, host.allocations if host else []),
+                                    joiner.collect(name, host.launches if host else [])))
         for sf in w.unknown_shape_functions:
             notes.append(f"{name}: the sizes {sf} computes are not known here (its host code is not available)")
         if any(f.kind == "vm_tir" for f in program.functions):

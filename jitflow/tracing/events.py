@@ -17,12 +17,9 @@ class MemoryEvent:
     time: int               # ns, CUPTI's clock
 
 
-@dataclass(frozen=True)
-class CopyEvent:
-    """A memory copy: its direction, size and when it ran on the GPU."""
+class _OnTheGpu:
+    """Work that ran on the GPU from `start` to `end` (ns): placed in a call by its start."""
 
-    direction: str          # "host->device", "device->host", "device->device", "host->host", "peer", ...
-    bytes: int
     start: int
     end: int
 
@@ -30,21 +27,31 @@ class CopyEvent:
     def time(self) -> int:
         return self.start
 
+    @property
+    def duration(self) -> int:
+        return max(0, self.end - self.start)
+
 
 @dataclass(frozen=True)
-class MemsetEvent:
+class CopyEvent(_OnTheGpu):
+    """A memory copy: its direction, size and when it ran on the GPU."""
+
+    direction: str          # "host->device", "device->host", "device->device", "host->host", "peer->peer", ...
+    bytes: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class MemsetEvent(_OnTheGpu):
     bytes: int
     value: int
     start: int
     end: int
 
-    @property
-    def time(self) -> int:
-        return self.start
-
 
 @dataclass(frozen=True)
-class KernelEvent:
+class KernelEvent(_OnTheGpu):
     """A kernel launch as it ran: its name, grid, block, shared memory, registers and times."""
 
     name: str
@@ -55,10 +62,6 @@ class KernelEvent:
     registers: int
     start: int
     end: int
-
-    @property
-    def time(self) -> int:
-        return self.start
 
 
 Event = Union[MemoryEvent, CopyEvent, MemsetEvent, KernelEvent]

@@ -97,12 +97,12 @@ def segment(label: str, events: Iterable[Event]) -> Segment:
             else:
                 releases += one
         elif isinstance(e, CopyEvent):
-            copies[e.direction] = copies.get(e.direction, Amount()) + Amount(1, e.bytes, max(0, e.end - e.start))
+            copies[e.direction] = copies.get(e.direction, Amount()) + Amount(1, e.bytes, e.duration)
         elif isinstance(e, MemsetEvent):
-            memsets += Amount(1, e.bytes, max(0, e.end - e.start))
+            memsets += Amount(1, e.bytes, e.duration)
         elif isinstance(e, KernelEvent):
             launches.append((e.start, KernelLaunch(e.name, e.grid, e.block, e.dynamic_shared_memory, e.registers,
-                                                   max(0, e.end - e.start))))
+                                                   e.duration)))
     launches.sort(key=lambda item: item[0])
     return Segment(label, allocations, releases, by_kind, copies, memsets, tuple(x for _, x in launches))
 
