@@ -104,6 +104,19 @@ def test_cuda_convnet_lists_the_compiled_function_the_bytecode_never_calls(built
     assert "compiled but never called by the bytecode: reshape" in str(rep)
 
 
+def test_cpu_mlp_against_its_bytecode(built):
+    rep = built.reports["mlp_c"]
+    main = rep.model.function("main")
+    sizes, callees, weights = _bytecode(built.libraries["mlp_c"])
+    # TVM's CPU pipeline does not fuse: five TIR functions, five tensors in three blocks
+    assert [s.bytes for s in main.storages] == sizes == [4 * 32 * 4, 4 * 32 * 4, 4 * 8 * 4]
+    assert [s.shared_by for s in main.storages] == [2, 2, 1] and main.storages[-1].holds_output
+    assert list(main.calls) == callees and len(callees) == 5
+    assert rep.model.constant_bytes == weights and rep.model.upload is None
+    assert main.launches == () and main.workspaces == () and main.copies == ()
+    assert json.loads(rep.to_json())["model"]["functions"][0]["per_call"]["storage_bytes"] == 1152
+
+
 def test_cpu_convnet_has_a_workspace_per_call_and_no_upload(built):
     rep = built.reports["conv_c"]
     model = rep.model
@@ -154,7 +167,6 @@ def test_model_json_round_trips_and_has_sizes_or_expressions(built):
     sym = json.loads(built.reports["sym_cuda"].to_json(sources=False))["model"]["functions"][0]
     assert sym["storages"][0]["size"] == "n * 32" and sym["storages"][0]["bytes"] is None
     assert sym["per_call"]["storage_bytes"] == "n * 32"
-    assert json.loads(jitflow.compile(models.mlp(), "c").inspect().to_json())["model"] is not None
 
 
 def test_a_library_alone_has_storage_and_constants_but_not_launches(built):
