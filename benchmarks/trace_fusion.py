@@ -3,8 +3,8 @@
     python benchmarks/trace_fusion.py
 
 Needs a GPU, TVM with its compiler and cupti-python. Each build is traced in its own process, so
-that TVM's pooled allocator starts empty as in a fresh program; prints each trace, then the lines
-to paste into the docs.
+that TVM's pooled allocator starts empty as in a fresh program; prints each trace (the figures for
+the traced example in docs/inspect.md).
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def trace_executable(exe: Any, fn: str, args: tuple[Any, ...], calls: int = 3, d
         raise InvalidInputError(f"calls must be a positive number of calls, not {calls!r}")
     load_cupti()                            # ToolMissingError before anything is built
     report = exe.inspect()
-    module = exe.jit()                      # built or loaded before the trace starts
+    exe.jit()                               # built or loaded before the trace starts
     is_vm = report.model is not None
     if not is_vm and (device is not None or memory_cfg is not None):
         raise InvalidInputError("device= and memory_cfg= apply to Relax models; this library holds kernels")
@@ -38,7 +38,5 @@ def trace_executable(exe: Any, fn: str, args: tuple[Any, ...], calls: int = 3, d
         else:
             target = exe[fn]
         for i in range(calls):
-            result = t.call(target, *args, label=f"call {i + 1}")
-            del result
-    del module
+            t.call(target, *args, label=f"call {i + 1}")     # the result is released at once
     return t
