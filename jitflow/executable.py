@@ -147,6 +147,14 @@ class Executable:
             if not self.settings.cache_enabled:
                 pipeline.remove_temporary(library)
 
+    def trace(self, fn: str, *args: Any, calls: int = 3, device: Any = None, memory_cfg: str | None = None) -> Any:
+        """Run fn(*args) `calls` times on the GPU and report what the CUDA driver did, per call and at
+        start-up, checked against inspect() (a jitflow.tracing.Trace; print it). Needs cupti-python:
+        pip install 'jitflow[trace]'."""
+        from .tracing.run import trace_executable
+
+        return trace_executable(self, fn, args, calls, device, memory_cfg)
+
     def export_library(self, path: str | os.PathLike) -> Path:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
         dest = Path(path).expanduser().absolute()

@@ -92,7 +92,7 @@ def section(rep: Any, name: str, as_json: bool) -> str:
                               indent=1, sort_keys=True)
         return "\n".join(report_text.header(rep) + [""] + report_text.kernels_section(rep))
     if as_json:
-        keys = ("allocations", "allocation_totals", "copies", "symbols")
+        keys = ("allocations", "allocation_totals", "copies", "symbols", "model")
         return json.dumps({k: d[k] for k in keys}, indent=1, sort_keys=True)
     return "\n".join(report_text.memory_section(rep) + [""] + report_text.host_section(rep))
 

@@ -15,13 +15,13 @@ from typing import Any
 from ..cache.disk import Cache
 from ..cache.entry import Entry, library_problem, sha256_file, target_of
 from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
-from ..formats import cubin, elf, fatbin, library_blob, ptxas_log, vm_program
+from ..formats import cubin, elf, fatbin, library_blob, ptxas_log
 from ..formats.library_blob import KernelInfo
 from ..runtime import compat
 from ..runtime import load as loader
 from ..target import arch_number, normalize_arch
 from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
-from . import device_text, host_code
+from . import device_text, host_code, model_view
 from .model import Compatibility, FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts, Report
 
 _GLOBAL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\((\d+)[^)]*\)\s+)?(\w+)\s*\(([^)]*)\)\s*\{")
@@ -29,8 +29,8 @@ _NO_HOST = ("launch dimensions, device allocations and copies: decided by the ho
             "library; inspect the module (FILE.py:NAME) or its cache entry to see them")
 _NO_LOG = "spills and static shared memory: ptxas reports them at build time (a cache entry keeps that log)"
 _NO_CUDA = "CUDA source: not embedded (the fatbin holds SASS and PTX only)"
-_NO_VM = ("Relax VM: the tensors the VM allocates as it runs its bytecode are not in the host C; the "
-          "allocations listed are the workspaces of the compiled TIR functions")
+_NO_HOST_MODEL = ("Relax VM without its host C: sizes computed by shape functions, the TIR functions' "
+                  "workspaces and the kernel launches of each call; inspect the module or its cache entry")
 
 
 @dataclass
@@ -53,8 +53,6 @@ def _devices(library: Path, unknown: list[str]) -> list[_Device]:
         return []
     out = []
     modules = library_blob.parse(raw).modules
-    if any(m.kind == vm_program.KIND for m in modules):
-        unknown.append(_NO_VM)
     for index, module in enumerate(modules):
         if module.kind != "cuda":
             continue
@@ -240,6 +238,9 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
             notes.append(f"{k.name}: never launched by the host code")
     cuda = [d.source for d in devices if d.source is not None]
     ptx, sass = _ptx(devices, target, unknown), _sass(devices, unknown)
+    model = model_view.from_library(library, (target or {}).get("kind"), host, host_c)
+    if model is not None and host is None:
+        unknown.append(_NO_HOST_MODEL)
     return Report(
         origin=origin,
         library=_library_facts(library, str(library) if keep_paths else None),
@@ -254,7 +255,7 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
         host_c=host_c,
         cuda="\n".join(cuda) if cuda else None,
         host_c_path=str(entry.host_c) if keep_paths and host_c is not None else None,
-        ptx=ptx, sass=sass,
+        ptx=ptx, sass=sass, model=model,
     )
 
 
@@ -284,7 +285,10 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
         if d.fmt != "fatbin":
             notes.append(f"device module {d.index} holds {d.fmt!r}, not a fatbin")
     ptx, sass = _ptx(devices, None, unknown), _sass(devices, unknown)
-    return Report(origin="library", library=facts, key=key, kernels=tuple(kernels),
+    model = model_view.from_library(library)
+    if model is not None:
+        unknown.append(_NO_HOST_MODEL)
+    return Report(origin="library", library=facts, key=key, kernels=tuple(kernels), model=model,
                   fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, None),
                   unknown=tuple(unknown), notes=tuple(notes),
                   cuda="\n".join(d.source for d in devices if d.source) or None,

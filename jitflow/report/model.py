@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import InvalidInputError
 from . import c_expr
 from .c_expr import Expr
+
+if TYPE_CHECKING:
+    from .model_memory import ModelMemory
 
 SCHEMA = "jitflow.inspect/1"
 
@@ -242,10 +245,11 @@ class Report:
     host_c_path: str | None = None
     ptx: Mapping[str, str] = field(default_factory=dict, repr=False)    # arch -> PTX (made on access)
     sass: Mapping[str, str] = field(default_factory=dict, repr=False)   # arch -> SASS (where tools exist)
+    model: ModelMemory | None = None               # a Relax model's memory per call and at start-up
 
     _COMPARED = ("origin", "library", "target", "key", "build", "functions", "symbols", "kernels",
                  "allocations", "copies", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda",
-                 "host_c_path")
+                 "host_c_path", "model")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Report) and all(getattr(self, f) == getattr(other, f) for f in self._COMPARED)
@@ -305,6 +309,7 @@ class Report:
             "unknown": list(self.unknown),
             "notes": list(self.notes),
             "host_c_path": self.host_c_path,
+            "model": None if self.model is None else self.model.to_json(),
         }
         if sources:
             out["sources"] = {"host_c": self.host_c, "cuda": self.cuda}
@@ -316,6 +321,8 @@ class Report:
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any]) -> "Report":
         """Read back what to_json wrote (PTX and SASS are not part of the JSON)."""
+        from .model_memory import ModelMemory
+
         d = json.loads(text) if isinstance(text, str) else dict(text)
         if d.get("schema") != SCHEMA:
             raise InvalidInputError(f"not a jitflow inspect report (schema {d.get('schema')!r}, expected {SCHEMA})")
@@ -335,5 +342,6 @@ class Report:
             compatibility=Compatibility.from_json(d["compatibility"]) if d.get("compatibility") else None,
             unknown=tuple(d.get("unknown", ())), notes=tuple(d.get("notes", ())),
             host_c=sources.get("host_c"), cuda=sources.get("cuda"), host_c_path=d.get("host_c_path"),
+            model=None if d.get("model") is None else ModelMemory.from_json(d["model"]),
         )
 

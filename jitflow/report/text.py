@@ -121,6 +121,10 @@ def kernels_section(rep: Report) -> list[str]:
 
 
 def memory_section(rep: Report) -> list[str]:
+    if rep.model is not None:
+        from .model_text import model_section
+
+        return model_section(rep.model) + (_host_copies(rep) if rep.copies else [])
     if rep.allocations is None:
         return ["allocations: unknown (no host code)", "copies: unknown (no host code)"]
     totals = rep.allocation_totals
@@ -137,12 +141,17 @@ def memory_section(rep: Report) -> list[str]:
     if rep.copies is None:
         out.append("copies: unknown (no host code)")
     elif rep.copies:
-        out.append(f"copies ({len(rep.copies)}):")
-        out += table(["function", "call", "direction", "at", "args"],
-                     [[c.function, c.call, c.direction, _where(rep, c.line), ", ".join(c.args)] for c in rep.copies])
+        out += _host_copies(rep)
     else:
         out.append("copies: none (the generated code copies no data between host and device)")
     return out
+
+
+def _host_copies(rep: Report) -> list[str]:
+    copies = rep.copies or ()
+    return [f"copies in the host code ({len(copies)}):"] + table(
+        ["function", "call", "direction", "at", "args"],
+        [[c.function, c.call, c.direction, _where(rep, c.line), ", ".join(c.args)] for c in copies])
 
 
 def host_section(rep: Report) -> list[str]:

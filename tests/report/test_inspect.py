@@ -8,9 +8,12 @@ import json
 import textwrap
 from types import SimpleNamespace
 
-import jitflow
+import kernels
 import pytest
 import tvm
+from tvm.script import tirx as T
+
+import jitflow
 from jitflow import cli
 from jitflow.builder import lower, prepare
 from jitflow.errors import InvalidInputError, ToolMissingError
@@ -18,9 +21,6 @@ from jitflow.report import Report, device_text
 from jitflow.report import host_code as host_analysis
 from jitflow.report.gather import inspect_entry, inspect_library
 from jitflow.target import resolve_target
-from tvm.script import tirx as T
-
-import kernels
 
 
 def padded_stencil(n: int = 62):
@@ -347,7 +347,8 @@ def test_cli_sections_and_json(vecadd, capsys):
     key = vecadd.exe.key[:12]
     assert cli.main(["inspect", key, "--section", "memory", "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)
-    assert memory == {"allocations": [], "allocation_totals": {"count": 0, "bytes": 0}, "copies": [], "symbols": {}}
+    assert memory == {"allocations": [], "allocation_totals": {"count": 0, "bytes": 0}, "copies": [], "symbols": {},
+                      "model": None}
     assert cli.main(["inspect", key, "--section", "host"]) == 0
     assert capsys.readouterr().out.rstrip("\n") == vecadd.rep.host_c.rstrip("\n")
     assert cli.main(["inspect", key, "--json"]) == 0
