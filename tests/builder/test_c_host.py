@@ -230,3 +230,32 @@ def test_cuda_host_code_with_these_constructs_builds(env, tmp_path):
                  '"tvm.contrib.thrust.argsort"']:
         assert call in host
     assert exe.functions == ["scaled", "sorted_rows"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(tvm.base._RUNTIME_ONLY, reason="TVM without its compiler")
+def test_cuda_host_constructs_compute_right_on_the_gpu(env):
+    exe = jitflow.compile(tvm.IRModule({"scaled": scaled}), "cuda")      # the arch of the visible GPU
+    a = np.random.default_rng(0).random(256, "float32")
+    dev = tvm.cuda(0)
+    b = tvm.runtime.tensor(np.zeros(256, "float32"), device=dev)
+    exe["scaled"](tvm.runtime.tensor(a, device=dev), b, 0.5, 1 << 20)    # clz(1 << 20) = 11
+    np.testing.assert_allclose(b.numpy(), a * np.float32(10 ** 0.5) + 0.5 + 11, rtol=1e-6)
+
+
+@T.prim_func
+def float_mod(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float64"), C: T.Buffer((16,), "float32"),
+              D: T.Buffer((16,), "float64")):
+    for i in range(16):
+        C[i] = T.fmod(A[i], T.float32(0.75))
+        D[i] = T.fmod(B[i], T.float64(0.75))
+
+
+def test_fmod_matches_numpy(env):
+    """TVM's LLVM host has no fmod either; the C host calls libm's."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(16).astype("float32") * 4, rng.standard_normal(16) * 4
+    c, d = tvm.runtime.tensor(np.zeros(16, "float32")), tvm.runtime.tensor(np.zeros(16))
+    jitflow.compile(float_mod, "c")(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c, d)
+    np.testing.assert_array_equal(c.numpy(), np.fmod(a, np.float32(0.75)))
+    np.testing.assert_array_equal(d.numpy(), np.fmod(b, 0.75))
