@@ -53,9 +53,8 @@ def _short(exc: BaseException) -> str:
 
 
 def _kernel_row(host: str, case, folder: Path) -> tuple[bool, bool, str]:
-    import numpy as np
-
     import c_host_kernels as K
+    import numpy as np
 
     try:
         lib = _build(host, K.module([case]), folder)
@@ -73,10 +72,9 @@ def _kernel_row(host: str, case, folder: Path) -> tuple[bool, bool, str]:
 
 
 def _model_row(host: str, name: str, folder: Path) -> tuple[bool, bool, str]:
+    import nn_models
     import numpy as np
     import tvm
-
-    import nn_models
 
     model = nn_models.transformer_layer() if name == "transformer_layer" else nn_models.topk_head()
     x = model.example_input(1)
@@ -156,7 +154,8 @@ def timing(image: int, runs: int, gcc: bool) -> None:
 
     hosts = [h for h in HOSTS if gcc or h != "TVM C (gcc)"]
     env = dict(os.environ, JITFLOW_PROGRESS="0")
-    print(f"\n| model (1x3x{image}x{image}) | host | build s | first inference s | second inference s | max abs diff to LLVM |")
+    print(f"\n| model (1x3x{image}x{image}) | host | build s | first inference s | second inference s "
+          "| max abs diff to LLVM |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for model in ("resnet18", "mobilenet_v2"):
