@@ -39,6 +39,7 @@ _MATH = {"tirx.exp": "exp", "tirx.exp2": "exp2", "tirx.exp10": "jitflow_exp10", 
          "tirx.pow": "pow", "tirx.fmod": "fmod", "tirx.hypot": "hypot", "tirx.ldexp": "ldexp",
          "tirx.copysign": "copysign", "tirx.nextafter": "nextafter", "tirx.atan2": "atan2", "tirx.fma": "fma"}
 _BITS = {"prim.clz": "jitflow_clz", "tirx.clz": "jitflow_clz", "tirx.popcount": "jitflow_popcount"}
+_IEEE_FLOAT = 2   # DLPack's type code of float16/32/64 (bfloat16 and float8 have their own)
 _FLOAT_BITS = {16: ("<e", "<h", "int16"), 32: ("<f", "<i", "int32"), 64: ("<d", "<q", "int64")}
 
 
@@ -75,7 +76,7 @@ class _Rewriter:
 
     def float_imm(self, node: Any, _mutator: Any) -> Any:
         dtype = dtype_of(node)
-        if dtype.bits not in _FLOAT_BITS or _prints_exactly(node.value, dtype.bits):
+        if dtype.type_code != _IEEE_FLOAT or _prints_exactly(node.value, dtype.bits):
             return node
         float_fmt, int_fmt, int_dtype = _FLOAT_BITS[dtype.bits]
         pattern = struct.unpack(int_fmt, struct.pack(float_fmt, node.value))[0]
@@ -90,7 +91,7 @@ class _Rewriter:
             return self.tvm.tirx.call_extern("handle", f"{STATIC_HANDLE_PREFIX}{next(self.handles)}")
         if dtype is None or dtype.lanes != 1:
             return node
-        if name in _MATH and dtype.is_float:
+        if name in _MATH and dtype.type_code == _IEEE_FLOAT:
             return self._math(_MATH[name], dtype, list(node.args))
         if name in _BITS:
             return self._bits(_BITS[name], dtype, node.args[0])
@@ -100,9 +101,10 @@ class _Rewriter:
         cast = self.tvm.ir.prim.expr.Cast
         if dtype.bits == 64:
             return self._extern("float64", base, *args)
-        widened = [cast("float32", a) if dtype_of(a) == dtype else a for a in args]
-        call = self._extern("float32", base + "f", *(widened if dtype.bits != 32 else args))
-        return call if dtype.bits == 32 else cast(str(dtype), call)
+        if dtype.bits == 32:
+            return self._extern("float32", base + "f", *args)
+        widened = [cast("float32", a) if dtype_of(a) == dtype else a for a in args]   # float16 via float
+        return cast(str(dtype), self._extern("float32", base + "f", *widened))
 
     def _bits(self, base: str, dtype: Any, arg: Any) -> Any:
         cast = self.tvm.ir.prim.expr.Cast
@@ -117,7 +119,8 @@ class _Rewriter:
     def load(self, node: Any, mutator: Any) -> Any:
         node = mutator.default_mutate(node)
         dtype = dtype_of(node)
-        if dtype is None or dtype.lanes == 1 or dtype.bits != 8 or dtype.is_float or _contiguous(node):
+        if dtype is None or dtype.lanes == 1 or dtype.bits != 8 or dtype.type_code not in (0, 1) \
+                or _contiguous(node):
             return node
         # TVM prints an 8-bit gather as one int OR-ed from shifted bytes: build the vector instead
         prim = self.tvm.ir.prim.expr
