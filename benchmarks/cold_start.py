@@ -9,8 +9,9 @@ module's construction (and, on CUDA, the CUDA context), which cost every path th
 - first build: each process gets an empty HOME (so an empty jitflow cache and an empty zig cache)
   and times jitflow.compile(...) to a callable function; TVM's path is tvm.compile(...).jit().
 - second cache folder: the same HOME (zig's cache warm), a new JITFLOW_CACHE_DIR.
-- real models (benchmarks/cpu_models.py): zig's cache warm, a new jitflow cache folder; jitflow's
-  VM function against tvm.compile(...) + relax.VirtualMachine(...); then one inference each.
+- real models (benchmarks/nn_models.py: resnet18, mobilenet_v2, a transformer encoder layer of
+  width 512): zig's cache warm, a new jitflow cache folder; jitflow's VM function against
+  tvm.compile(...) + relax.VirtualMachine(...); then one inference each.
 - CUDA (when a GPU is present): the vector add and the transformer layer for one arch.
 """
 from __future__ import annotations
@@ -31,9 +32,9 @@ import fresh_process  # noqa: E402
 CHILD = """
 import json, sys, time
 sys.path[:0] = {paths!r}
-import numpy as np, tvm, jitflow, kernels, cpu_models
+import numpy as np, tvm, jitflow, kernels, nn_models
 from jitflow.runtime import load
-mod, x = {make}
+mod, x, name = {make}
 cuda = {arch!r} is not None
 if cuda:   # the CUDA context costs every path the same: create it before timing
     load.ensure_cuda_backend()
@@ -43,11 +44,11 @@ start = time.perf_counter()
 if {mode!r} == "tvm":
     target = tvm.target.Target({{"kind": "cuda", "arch": {arch!r}}}) if cuda else "c"
     ex = tvm.compile(mod, target=target)
-    f = tvm.relax.VirtualMachine(ex, device)["main"] if x is not None else ex.jit()["main"]
+    f = tvm.relax.VirtualMachine(ex, device)[name] if x is not None else ex.jit()[name]
     outcome = "built"
 else:
     exe = jitflow.compile(mod, "cuda" if cuda else "c", arch={arch!r})
-    f = exe.vm(device)["main"] if x is not None else exe["main"]
+    f = exe.vm(device)[name] if x is not None else exe[name]
     outcome = exe.build_info.outcome
 callable_s = time.perf_counter() - start
 run_s = None
@@ -64,8 +65,11 @@ if x is not None:
 print(json.dumps({{"callable": callable_s, "run": run_s, "outcome": outcome}}))
 """
 
-KERNELS = {"vector add 1024": ("kernels.vecadd(), None", "kernels.vecadd_cuda(), None"),
-           "matmul 128": ("kernels.matmul(128), None", None)}
+KERNELS = {"vector add 1024": ("kernels.vecadd(), None, 'main'", "kernels.vecadd_cuda(), None, 'main'"),
+           "matmul 128": ("kernels.matmul(128), None, 'main'", None)}
+#: the real models: nn_models builders (the transformer at a realistic width)
+MODELS = {"resnet18": "nn_models.resnet18()", "mobilenet_v2": "nn_models.mobilenet_v2()",
+          "transformer": "nn_models.transformer_layer(seq=128, d=512, heads=8, ff=2048)"}
 
 
 def child(mode: str, make: str, arch: str | None, env: dict[str, str]) -> dict:
@@ -117,10 +121,10 @@ def first_builds(tmp: Path, runs: int, arch: str | None) -> list[str]:
 
 def models(tmp: Path, runs: int, names: list[str], arch: str | None) -> list[str]:
     home = tmp / "models-home"
-    child("jitflow", "kernels.vecadd(), None", None, fresh_env(home))           # zig's cache: warm
+    child("jitflow", KERNELS["vector add 1024"][0], None, fresh_env(home))      # zig's cache: warm
     out, inference = [], []
     for name in names:
-        make = f"cpu_models.build({name!r})"
+        make = f"(m := {MODELS[name]}).mod, m.example_input(), 'forward'"
         for a in ([None, arch] if arch and name == "transformer" else [None]):
             ours, theirs = [], []
             for i in range(runs):
@@ -149,7 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-models", action="store_true")
-    parser.add_argument("--models", default="resnet18,mobilenet_v2,transformer")
+    parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--cuda", default="auto", choices=["auto", "yes", "no"])
     parser.add_argument("--arch", default="sm_90")
     args = parser.parse_args()

@@ -21,6 +21,7 @@ from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
 from ..target import TargetSpec
 from .host_c import host_source
+from .host_codegen import legalized_c_host
 from .prepare import check_thread_binding, is_relax
 
 _CALLBACK = "tvm_callback_cuda_compile"
@@ -111,6 +112,7 @@ def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
     return out
 
 
+@legalized_c_host()   # TVM's C printer gets the host IR legalized (c_legalize.py)
 def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
           relax_pipeline: Any = None, defer_pack: bool = False) -> Lowered:
     """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure.

@@ -13,9 +13,10 @@ from typing import Any
 
 from ..cache.entry import Entry
 from ..config import Settings
-from ..target import TargetSpec
+from ..errors import CompileError
+from ..target import TargetSpec, cuda_floor
 from ..toolchain import host_libs, link, zig_cache
-from . import lower, pack
+from . import host_c, lower, pack
 from .clock import Clock
 from .device_compile import compile_device
 from .host_compile import HostCompile
@@ -45,8 +46,9 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
     for n, dev in enumerate(lowered.devices):
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
+        floor = cuda_floor.parse(options["cuda_floor"]) if options.get("cuda_floor") else None
         pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.get("device_options", ()),
-                                      arch_done, settings.build_jobs)
+                                      arch_done, settings.build_jobs, floor)
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = pieces
     return fatbins
@@ -81,7 +83,10 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
                 host.add(pack.write_blob_asm(blob, folder))
         host.on_progress = clock.show
         clock.show(host.describe())
-        objects, data = host.wait()
+        try:
+            objects, data = host.wait()
+        except CompileError as exc:
+            raise host_c.explain(exc, entry.host_c.read_text()) from None
     except BaseException:
         host.cancel()
         raise

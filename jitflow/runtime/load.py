@@ -43,19 +43,46 @@ def blob_of(path: str | os.PathLike) -> bytes | None:
 
 #: how the blob spells a module of kind "cuda": its u64 length, then the name
 _CUDA_KIND = (4).to_bytes(8, "little") + b"cuda"
+#: the prefix of the packed functions (contrib sort, topk, random) that TVM keeps in libtvm_runtime_extra
+_CONTRIB = b"tvm.contrib."
 
 
-def needs_cuda(path: str | os.PathLike) -> bool:
-    """Whether the library embeds a CUDA module: a byte search, far cheaper than reading the ELF
-    (a rare false match only loads TVM's CUDA backend for nothing)."""
+def _holds(path: str | os.PathLike, marker: bytes) -> bool:
+    """Whether the file holds the bytes `marker`: a search, far cheaper than reading the ELF."""
     import mmap
 
     with open(path, "rb") as f:
         try:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return data.find(_CUDA_KIND) >= 0
+                return data.find(marker) >= 0
         except ValueError:  # an empty file
             return False
+
+
+def needs_cuda(path: str | os.PathLike) -> bool:
+    """Whether the library embeds a CUDA module (a rare false match only loads TVM's CUDA backend)."""
+    return _holds(path, _CUDA_KIND)
+
+
+def ensure_runtime_extra() -> None:
+    """Load libtvm_runtime_extra (the contrib sort, topk, random functions) where TVM did not load it.
+
+    A full TVM loads it on import; a runtime-only install does not, and a library that calls those
+    functions by name would fail at its first call.
+    """
+    import tvm
+
+    with _LOCK:
+        if "tvm_runtime_extra" in tvm.base._LOADED_LIBS:
+            return
+        lib = Path(tvm.__file__).parent / "lib" / "libtvm_runtime_extra.so"
+        if not lib.is_file():
+            raise LoadError(f"this library calls TVM's contrib functions (sort, topk, random), which live in "
+                            f"{lib.name}, and this TVM install has none; install the full apache-tvm wheel")
+        try:
+            tvm.base._LOADED_LIBS["tvm_runtime_extra"] = ctypes.CDLL(str(lib), mode=ctypes.RTLD_LOCAL)
+        except OSError as exc:
+            raise LoadError(f"cannot load TVM's {lib.name}: {exc}") from None
 
 
 def _cudart_candidates() -> list[str]:
@@ -98,8 +125,13 @@ def ensure_cuda_backend() -> None:
                 raise LoadError(f"cannot load TVM's CUDA backend: {first}; {hint}") from None
 
 
-def load_library(path: str | os.PathLike, cuda: bool | None = None) -> Any:
-    """Load a library built by jitflow (or TVM); `cuda` skips reading the ELF when known."""
+def load_library(path: str | os.PathLike, cuda: bool | None = None, device_query: Any = None,
+                 device_index: int = 0) -> Any:
+    """Load a library built by jitflow (or TVM); `cuda` skips reading the ELF when known.
+
+    A CUDA library is first checked against GPU `device_index` and its driver (as `device_query`,
+    a runtime.compat.DeviceQuery, reports them; default the CUDA driver): LoadError if it cannot run.
+    """
     import tvm
 
     path = os.fspath(path)
@@ -108,7 +140,12 @@ def load_library(path: str | os.PathLike, cuda: bool | None = None) -> Any:
     if cuda is None:
         cuda = needs_cuda(path)
     if cuda:
+        from .compat import check_library
+
+        check_library(path, device_query, device_index)
         ensure_cuda_backend()
+    if _holds(path, _CONTRIB):
+        ensure_runtime_extra()
     try:
         return tvm.runtime.load_module(path)
     except Exception as exc:

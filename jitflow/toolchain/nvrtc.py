@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import CompileError, ToolMissingError
-from . import cccl_shim, dist_info
+from ..target.cuda_floor import CudaVersion
+from . import cccl_shim, dist_info, fatbin_build, ptx_floor
 from .cuda_flags import DEFINES, PTXAS
 
 log = logging.getLogger("jitflow")
@@ -92,15 +93,32 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+def supported_archs() -> tuple[str, ...]:
+    """The SASS archs this NVRTC compiles for ('sm_75', 'sm_80', ...)."""
+    nvrtc, _ = _bindings()
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    _check((err,), "nvrtcGetSupportedArchs")
+    return tuple(f"sm_{a}" for a in archs)
+
+
+def cuda_version() -> CudaVersion:
+    """The CUDA version of the installed NVRTC (13.5 for the 13.5 wheel)."""
+    nvrtc, _ = _bindings()
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check((err,), "nvrtcVersion")
+    return CudaVersion(major, minor)
+
+
 def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (),
                    source_path: Path | None = None,
-                   on_arch: Callable[[str, float], None] | None = None) -> tuple[bytes, str]:
+                   on_arch: Callable[[str, float], None] | None = None,
+                   floor: CudaVersion | None = None) -> tuple[bytes, str]:
     """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log).
 
     The archs compile side by side (NVRTC releases the GIL while it compiles); `on_arch` hears of each
-    as it is done, with the seconds since the start.
+    as it is done, with the seconds since the start. floor: the PTX is brought to an ISA the driver of
+    that CUDA version JIT-compiles (ptx_floor.py).
     """
-    _, nvfatbin = _bindings()
     start = time.perf_counter()
 
     def one(arch: str):
@@ -111,18 +129,15 @@ def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (
 
     with ThreadPoolExecutor(max_workers=max(1, len(archs)), thread_name_prefix="jitflow-nvrtc") as pool:
         results = list(pool.map(one, archs))
-    handle = nvfatbin.create([], 0)
+    images = []
+    for i, (arch, (cubin, ptx, _)) in enumerate(zip(archs, results)):
+        images.append(fatbin_build.Image("sass", arch, cubin))
+        if i == 0:
+            if floor is not None:
+                ptx = ptx_floor.to_floor(ptx.rstrip(b"\0"), arch, floor, source_path)
+            images.append(fatbin_build.Image("ptx", "compute_" + arch[len("sm_"):], ptx))
+    logs = "\n".join(f"== {arch} ==\n{text}" for arch, (_, _, text) in zip(archs, results))
     try:
-        for i, (arch, (cubin, ptx, _)) in enumerate(zip(archs, results)):
-            sm = arch[len("sm_"):]
-            nvfatbin.add_cubin(handle, cubin, len(cubin), sm, f"kernels_{arch}")
-            if i == 0:
-                nvfatbin.add_ptx(handle, ptx, len(ptx), sm, f"kernels_{arch}", "")
-        size = nvfatbin.size(handle)
-        out = bytearray(size)
-        nvfatbin.get(handle, out)
-        return bytes(out), "\n".join(f"== {arch} ==\n{text}" for arch, (_, _, text) in zip(archs, results))
-    except Exception as exc:  # nvfatbin raises its own error type
-        raise CompileError("nvfatbin", "nvfatbin create/add/get", str(exc), source_path) from None
-    finally:
-        nvfatbin.destroy(handle)
+        return fatbin_build.build(images), logs
+    except CompileError as exc:
+        raise CompileError(exc.tool, exc.command, exc.log, source_path) from None

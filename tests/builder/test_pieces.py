@@ -88,3 +88,32 @@ def test_build_jobs_setting(monkeypatch):
         with pytest.raises(InvalidInputError, match="JITFLOW_BUILD_JOBS"):
             config.resolve()
     assert host_compile.piece_count(10_000_000, 1) == 1 and host_compile.piece_count(1000, 16) == 1
+
+
+def test_a_model_with_kernels_in_several_device_modules(cache_dir, monkeypatch, tmp_path):
+    from jitflow.formats import library_blob
+    from jitflow.runtime import load as loader
+
+    monkeypatch.setenv("JITFLOW_BUILD_JOBS", "3")
+    mod, _ = _chain()
+    lib = jitflow.compile(mod, "cuda", arch="sm_90").export_library(tmp_path / "chain.so")
+    blob = library_blob.parse(loader.blob_of(lib))
+    cuda = [i for i, m in enumerate(blob.modules) if m.kind == "cuda"]
+    kernels = [k.name for i in cuda for k in library_blob.parse_cuda_payload(blob.modules[i].payload).kernels]
+    assert len(cuda) == 3 and len(kernels) == len(set(kernels)) >= 4
+    host = blob.kinds().index("_lib")                        # the host library imports every piece
+    assert sorted(blob.child_indices[blob.row_ptr[host]:blob.row_ptr[host + 1]]) == cuda
+
+
+@pytest.mark.gpu
+def test_a_model_compiled_in_pieces_runs_on_the_gpu(cache_dir, monkeypatch):
+    import tvm
+
+    if tvm.base._RUNTIME_ONLY:
+        pytest.skip("needs TVM's compiler")
+    monkeypatch.setenv("JITFLOW_BUILD_JOBS", "3")
+    mod, weights = _chain(seed=2)
+    vm = jitflow.compile(mod, "cuda").vm("cuda")              # arch from the visible GPU
+    x = np.random.default_rng(3).standard_normal((2, DIMS[0])).astype("float32")
+    y = vm["main"](tvm.runtime.tensor(x, tvm.cuda(0))).numpy()
+    np.testing.assert_allclose(y, _reference(x, weights), rtol=1e-4, atol=1e-4)
