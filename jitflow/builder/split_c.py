@@ -8,10 +8,12 @@ piece gets all the shared items (directives, prototypes, types) in their origina
 own functions. What cannot be shared is kept consistent:
 - a global variable defined in the file is defined in piece 0 and declared `extern` in the others;
 - a non-static function defined in one piece is declared (its prototype) in the others;
-- static functions and static variables go with the functions that use them: functions that share
-  a static stay in one piece. The one exception is TVM's packed-function caches
+- static variables go with the functions that use them, directly or through static helpers:
+  functions that share one stay in one piece. The exception is TVM's packed-function caches
   (`static void* <name>_packed = NULL;`, filled by the first call that needs the handle), which
-  every piece that uses them gets its own copy of.
+  every piece gets its own copy of;
+- static helper functions that use no static variable (the C prelude's) are copied into every
+  piece; one that does goes with that variable.
 
 CUDA source splits by kernels (`__global__` functions); everything else (the prelude, device
 helpers, types) goes to every piece. A source with variables at file scope (device state that
@@ -171,6 +173,22 @@ class _Groups:
         self.parent[self.find(a)] = self.find(b)
 
 
+def _state_reached(items: list[Item], state: dict[str, int], helpers: dict[str | None, int]) -> dict[int, set[str]]:
+    """For each function: the static variables it uses, itself or through the static helpers it calls."""
+    direct = {i: items[i].refs & state.keys() for i, it in enumerate(items) if it.kind == "function"}
+    calls = {i: {helpers[n] for n in items[i].refs & helpers.keys() if helpers[n] != i} for i in direct}
+    reach = {}
+    for i in direct:
+        seen, todo, found = {i}, [i], set()
+        while todo:
+            j = todo.pop()
+            found |= direct[j]
+            todo += [k for k in calls[j] if k not in seen]
+            seen.update(calls[j])
+        reach[i] = found
+    return reach
+
+
 def _assign(units: list[list[int]], items: list[Item], pieces: int) -> dict[int, int]:
     """Item index -> piece: units, largest first, each to the piece holding the least text so far."""
     load = [0] * min(pieces, len(units))
@@ -192,13 +210,19 @@ def split(text: str, pieces: int) -> list[str]:
         return [text]
     caches = {m.group(1) for it in items if it.kind == "declaration"
               for m in [_PACKED_CACHE.fullmatch(it.code.strip())] if m}
-    statics = {it.name: i for i, it in enumerate(items) if it.static and it.name and it.name not in caches}
+    state = {it.name: i for i, it in enumerate(items)
+             if it.static and it.kind == "declaration" and it.name and it.name not in caches}
+    helpers = {it.name: i for i, it in enumerate(items) if it.static and it.kind == "function" and it.name}
+    reach = _state_reached(items, state, helpers)
+    # a static helper that touches no state is copied into every piece; one that does goes with it
+    stateless = {i for i in helpers.values() if not reach[i]}
     groups = _Groups()
-    owned = [i for i, it in enumerate(items) if it.kind == "function" or it.name in statics.keys()]
+    owned = [i for i, it in enumerate(items)
+             if (it.kind == "function" and i not in stateless) or i in state.values()]
     for i in owned:
         groups.find(i)
-        for ref in items[i].refs & statics.keys():
-            groups.union(i, statics[ref])
+        for name in reach.get(i, ()):
+            groups.union(i, state[name])
     units: dict[int, list[int]] = {}
     for i in owned:
         units.setdefault(groups.find(i), []).append(i)

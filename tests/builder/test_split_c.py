@@ -25,6 +25,8 @@ int counter_base = 10;
 static int shared_state = 0;
 static void* lookup_packed = NULL;
 static const char* banner = "not a brace: } {";
+static int calls = 0;
+static int count_call(void) { return ++calls; }
 #ifdef __cplusplus
 extern "C"
 #endif
@@ -40,8 +42,8 @@ extern "C"
 int second(int x) { return shared_state + TWICE(x); }
 int third(int x) { if (lookup_packed == NULL) { lookup_packed = (void*)banner; } return (int)banner[13] + x; }
 int fourth(int x) { pair_t p = {x, 2 * x}; const char* s = "}}}"; return p.a + p.b + (int)s[0]; }
-int fifth(int x) { return (int)sqrt((double)(x * x)); }
-int sixth(int x) { if (lookup_packed == NULL) { lookup_packed = &counter_base; } return x - 1; }
+int fifth(int x) { return (int)sqrt((double)(x * x)) + count_call(); }
+int sixth(int x) { if (lookup_packed == NULL) { lookup_packed = &counter_base; } return x - count_call(); }
 """
 FUNCTIONS = ["first", "second", "third", "fourth", "fifth", "sixth"]
 
@@ -66,7 +68,7 @@ def test_scanning_keeps_every_byte():
     items = split_c.scan(SOURCE)
     assert "".join(i.text for i in items) == SOURCE
     functions = [i.name for i in items if i.kind == "function"]
-    assert functions == ["helper", "first", "second", "third", "fourth", "fifth", "sixth"]
+    assert functions == ["count_call", "helper", "first", "second", "third", "fourth", "fifth", "sixth"]
 
 
 def test_pieces_link_into_the_same_library(tmp_path, zig_cache):
@@ -74,9 +76,13 @@ def test_pieces_link_into_the_same_library(tmp_path, zig_cache):
     pieces = split_c.split(SOURCE, 3)
     assert len(pieces) == 3
     assert _calls(_build(tmp_path / "split", pieces, zig_cache)) == _calls(whole)
-    # the functions that share a static (and the static helper) are in one piece
+    # functions that share a static variable are in one piece, also through a helper that uses it;
+    # a helper that uses no static variable is in every piece
     (together,) = [p for p in pieces if "int first(int x) {" in p]
-    assert "int second(int x) {" in together and "static int helper(int x) {" in together
+    assert "int second(int x) {" in together
+    (counted,) = [p for p in pieces if "int fifth(int x) {" in p]
+    assert "int sixth(int x) {" in counted and "static int count_call(void) {" in counted
+    assert all("static int helper(int x) {" in p for p in pieces)
     # the global is defined once, declared elsewhere; the handle cache is every piece's own
     assert sum("int counter_base = 10;" in p for p in pieces) == 1
     assert all("static void* lookup_packed = NULL;" in p for p in pieces)
