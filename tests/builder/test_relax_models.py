@@ -4,17 +4,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import models
 import numpy as np
 import pytest
+from conftest import ROOT, run_python
 
 import jitflow
-import models
-from conftest import ROOT, run_python
 from jitflow.cache import key as keys
-from jitflow.formats import fatbin, library_blob, vm_program as vm_format
-from jitflow.runtime import load as loader
 from jitflow.errors import InvalidInputError, LibraryFormatError
+from jitflow.formats import fatbin, library_blob
+from jitflow.formats import vm_program as vm_format
 from jitflow.report import storage_plan
+from jitflow.runtime import load as loader
 
 PARAMS = ("w1", "b1", "w2", "b2")
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import re
 
-import jitflow
+import kernels
 import pytest
+
+import jitflow
 from jitflow.builder import lower, prepare
 from jitflow.target import resolve_target
 from jitflow.toolchain import cccl_shim as cuda_std_shim
 from jitflow.toolchain import nvrtc as cuda_nvrtc
-
-import kernels
 
 
 def _source(mod) -> str:
