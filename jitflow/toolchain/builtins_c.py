@@ -64,29 +64,18 @@ static u32 half_to_f32_bits(u16 h) {
     return sign | ((exp + 112) << 23) | (mant << 13);
 }
 
-HIDDEN float __extendhfsf2(_Float16 a) {
-    u16 h; float f; u32 bits;
-    __builtin_memcpy(&h, &a, 2);
-    bits = half_to_f32_bits(h);
-    __builtin_memcpy(&f, &bits, 4);
-    return f;
-}
-
-HIDDEN _Float16 __truncsfhf2(float a) {
-    u32 bits; u16 h; _Float16 out;
-    __builtin_memcpy(&bits, &a, 4);
-    h = f32_bits_to_half(bits);
-    __builtin_memcpy(&out, &h, 2);
-    return out;
-}
-
-HIDDEN _Float16 __truncdfhf2(double a) {
-    u64 bits; u16 h; _Float16 out;
-    __builtin_memcpy(&bits, &a, 8);
-    h = f64_bits_to_half(bits);
-    __builtin_memcpy(&out, &h, 2);
-    return out;
-}
+/* NAME(in) -> out: the argument's bits, converted by BITS_FN, returned as the result's bits */
+#define CONVERSION(NAME, OUT, IN, IN_BITS, OUT_BITS, BITS_FN) \
+    HIDDEN OUT NAME(IN a) { \
+        IN_BITS in; OUT_BITS bits; OUT out; \
+        __builtin_memcpy(&in, &a, sizeof in); \
+        bits = BITS_FN(in); \
+        __builtin_memcpy(&out, &bits, sizeof out); \
+        return out; \
+    }
+CONVERSION(__extendhfsf2, float, _Float16, u16, u32, half_to_f32_bits)
+CONVERSION(__truncsfhf2, _Float16, float, u32, u16, f32_bits_to_half)
+CONVERSION(__truncdfhf2, _Float16, double, u64, u16, f64_bits_to_half)
 
 HIDDEN float __gnu_h2f_ieee(_Float16 a) { return __extendhfsf2(a); }
 HIDDEN _Float16 __gnu_f2h_ieee(float a) { return __truncsfhf2(a); }
