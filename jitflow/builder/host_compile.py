@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -63,10 +63,8 @@ class HostCompile:
         self._lock = threading.Lock()
         self._cancelled = False
         self._running: set[zig.Job] = set()
-        self._pool = ThreadPoolExecutor(max_workers=min(jobs, len(self.pieces) + 1),
-                                        thread_name_prefix="jitflow-zig")
+        self._pool = ThreadPoolExecutor(max_workers=min(jobs, len(self.pieces)), thread_name_prefix="jitflow-zig")
         self._futures = [self._pool.submit(self._compile, piece) for piece in self.pieces]
-        self._extra: list[Future] = []
         self._report()
 
     def _write_pieces(self, pieces: list[str]) -> list[Path]:
@@ -103,19 +101,8 @@ class HostCompile:
         self._report()
         return out
 
-    def add(self, source: Path) -> None:
-        """Compile one more source (an assembly file) beside the pieces."""
-        self._extra.append(self._pool.submit(self._compile_extra, source))
-
-    def _compile_extra(self, source: Path) -> Path:
-        out = self.folder / (source.stem + ".o")
-        zig.run([*zig.flags(self.host, self.folder), "-c", source.name, "-o", out.name], cwd=self.folder,
-                zig_cache=self.zig_cache, local_cache=self.local_cache)
-        return out
-
-    def wait(self) -> tuple[list[Path], list[Path]]:
-        """The host C's objects and the others' (add()), once all are compiled; CompileError (with the
-        whole file's log) on failure."""
+    def wait(self) -> list[Path]:
+        """The objects, once all are compiled; CompileError (with the whole file's log) on failure."""
         try:
             try:
                 objects = [f.result() for f in self._futures]
@@ -126,7 +113,7 @@ class HostCompile:
                 for path in self.folder.glob("host_*.o"):
                     path.unlink()
                 objects = [self._compile(self.source)]
-            return objects, [f.result() for f in self._extra]
+            return objects
         finally:
             self._pool.shutdown(wait=True)
             for piece in self.pieces:
@@ -138,7 +125,7 @@ class HostCompile:
         with self._lock:
             self._cancelled = True
             running = list(self._running)
-        for f in self._futures + self._extra:
+        for f in self._futures:
             f.cancel()
         for job in running:
             job.kill()                  # their threads reap them

@@ -1,4 +1,4 @@
-"""Put each device module's fatbin into the imports blob and emit it as an assembly file to link.
+"""Put each device module's fatbin into the imports blob (blob_object.py makes it an object to link).
 
 A device module compiled in pieces (device_compile.py) becomes one device module per piece, each
 holding its kernels' entries and fatbin, all imported where the original was: TVM looks a kernel
@@ -7,21 +7,9 @@ up in every module the library imports.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from ..formats import library_blob
 from ..formats.library_blob import BlobModule, CudaPayload, LibraryBlob
-
-_ASM = """\
-    .section .rodata.tvm_ffi_library_bin,"a"
-    .globl {symbol}
-    .type {symbol}, %object
-    .p2align 4
-{symbol}:
-    .incbin "{blob}"
-    .size {symbol}, . - {symbol}
-    .section .note.GNU-stack,"",%progbits
-"""
 
 
 @dataclass
@@ -50,11 +38,3 @@ def with_fatbins(blob: LibraryBlob, fatbins: dict[int, list[DevicePiece]]) -> by
         row_ptr.append(row_ptr[-1] + len(row))
     tree = replace(blob, row_ptr=row_ptr, child_indices=[c for row in children for c in row], modules=modules)
     return library_blob.serialize(tree)
-
-
-def write_blob_asm(blob: bytes, folder: Path) -> Path:
-    """Write blob.bin and blob.S (which embeds it as the symbol TVM's loader looks for)."""
-    (folder / "blob.bin").write_bytes(blob)
-    asm = folder / "blob.S"
-    asm.write_text(_ASM.format(symbol=library_blob.SYMBOL, blob="blob.bin"))
-    return asm

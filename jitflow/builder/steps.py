@@ -16,7 +16,7 @@ from ..config import Settings
 from ..errors import CompileError
 from ..target import TargetSpec, cuda_floor
 from ..toolchain import host_libs, link, zig_cache
-from . import host_c, lower, pack
+from . import blob_object, host_c, lower, pack
 from .clock import Clock
 from .device_compile import compile_device
 from .host_compile import HostCompile
@@ -77,14 +77,15 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
                 lowered.finish()
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
+        data = []
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
                 blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_bytes
-                host.add(pack.write_blob_asm(blob, folder))
+                data.append(blob_object.write(blob, folder / "blob.o", spec.host))
         host.on_progress = clock.show
         clock.show(host.describe())
         try:
-            objects, data = host.wait()
+            objects = host.wait()
         except CompileError as exc:
             raise host_c.explain(exc, entry.host_c.read_text()) from None
     except BaseException:
@@ -93,7 +94,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data)
-    for leftover in [*objects, *data, folder / "blob.bin", folder / "blob.S"]:
+    for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)
     return {

@@ -105,7 +105,7 @@ def test_host_compile_falls_back_to_the_whole_file(tmp_path, zig_cache):
     assert len(split_c.split(text, 3)) == 3
     compile_ = HostCompile(source, text, tmp_path, [], HOST, zig_cache, tmp_path / "zig-local", pieces=3)
     assert len(compile_.pieces) > 1
-    objects, _ = compile_.wait()
+    objects = compile_.wait()
     assert [o.name for o in objects] == ["host.o"]
     link.link_shared(objects, tmp_path / "lib.so", HOST, zig_cache, tmp_path)
     assert ctypes.CDLL(str(tmp_path / "lib.so")).f5() == 47
