@@ -20,6 +20,9 @@ ENVIRONMENT = {
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<cache dir>/zig", "zig's own cache (libc stubs, objects)"),
     "JITFLOW_CACHE_MAX_SIZE": ("4GB", "size cap of the cache; least recently used entries are evicted beyond it"),
+    "JITFLOW_CACHE_SALT": ("unset", "any text, mixed into every cache key: change it when something jitflow "
+                                    "cannot see changes what TVM emits (a registered callback's body, a pass "
+                                    "edited in place)"),
     "JITFLOW_PROGRESS": ("auto", "build progress on stderr: auto (terminals only, builds over 1.5 s), 1 or 0"),
     "JITFLOW_REMOTE_CACHE": ("unset (no shared tier)",
                              "shared cache tier behind the local one: redis://host:6379/0, rediss://... (TLS), "
@@ -157,10 +160,11 @@ class Settings:
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
+    cache_salt: str = ""
 
 
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
-            cuda_compiler: str | None = None) -> Settings:
+            cuda_compiler: str | None = None, cache_salt: str | None = None) -> Settings:
     """Resolve settings: explicit arguments win over JITFLOW_* variables, which win over defaults."""
     if cache_dir is None:
         env_dir = os.environ.get("JITFLOW_CACHE_DIR", "").strip()
@@ -177,5 +181,8 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     zig_env = os.environ.get("JITFLOW_ZIG_CACHE_DIR", "").strip()
     zig_dir = Path(zig_env).expanduser().absolute() if zig_env else directory / "zig"
     max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
+    if cache_salt is not None and not isinstance(cache_salt, str):
+        raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
+    salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
-                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode())
+                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(), cache_salt=salt)

@@ -48,6 +48,10 @@ class CompileError(JitflowError):
         lines.extend("    " + ln for ln in (log.strip() or "(empty)").splitlines()[-60:])
         super().__init__("\n".join(lines))
 
+    def with_source(self, source_path: Path | str | None) -> CompileError:
+        """The same error pointing at the source where it is kept now (the build folder is gone)."""
+        return CompileError(self.tool, self.command, self.log, source_path)
+
 
 class FunctionNotFoundError(JitflowError, LookupError):
     """The module has no function of that name; the message lists the ones it has."""
@@ -64,6 +68,22 @@ class FunctionNotFoundError(JitflowError, LookupError):
 
 class CacheError(JitflowError):
     """The cache directory cannot be used (not writable, unsafe ownership or permissions)."""
+
+
+class UntrustedFolderError(CacheError):
+    """A folder that would hold code to load can be changed by another user: jitflow refuses it.
+
+    Carries the folder and the reason (which folder on the way, its owner and mode).
+    """
+
+    def __init__(self, folder: Path | str, problem: str, fix: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.problem = problem
+        fix = fix or "or choose a folder of your own"
+        super().__init__(
+            f"refusing the folder {self.folder}: {problem}; another user could replace what jitflow "
+            f"loads from it. Fix: make every folder on the way owned by you (or root) and not writable "
+            f"by others (chmod go-w), {fix}")
 
 
 class LibraryFormatError(JitflowError):

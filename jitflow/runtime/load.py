@@ -1,4 +1,5 @@
-"""Load a built library with the TVM runtime, in a full TVM install or a runtime-only one."""
+"""Load a built library with the TVM runtime, in a full TVM install or a runtime-only one, after
+checking the file (library_check.py) through the descriptor it is loaded from (library_file.py)."""
 from __future__ import annotations
 
 import ctypes
@@ -10,6 +11,8 @@ from typing import Any
 
 from ..errors import LibraryFormatError, LoadError
 from ..formats import library_blob
+from . import library_check
+from .library_file import LibraryFile
 
 _LOCK = threading.Lock()
 
@@ -45,17 +48,23 @@ def blob_of(path: str | os.PathLike) -> bytes | None:
 _CUDA_KIND = (4).to_bytes(8, "little") + b"cuda"
 
 
-def needs_cuda(path: str | os.PathLike) -> bool:
-    """Whether the library embeds a CUDA module: a byte search, far cheaper than reading the ELF
-    (a rare false match only loads TVM's CUDA backend for nothing)."""
+def needs_cuda(source: str | os.PathLike | int) -> bool:
+    """Whether the library (a path or an open descriptor) embeds a CUDA module: a byte search, far
+    cheaper than reading the ELF (a rare false match only loads TVM's CUDA backend for nothing)."""
     import mmap
 
-    with open(path, "rb") as f:
-        try:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return data.find(_CUDA_KIND) >= 0
-        except ValueError:  # an empty file
-            return False
+    if isinstance(source, int):
+        return _has_cuda_kind(source, mmap)
+    with open(source, "rb") as f:
+        return _has_cuda_kind(f.fileno(), mmap)
+
+
+def _has_cuda_kind(fd: int, mmap: Any) -> bool:
+    try:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            return data.find(_CUDA_KIND) >= 0
+    except ValueError:  # an empty file
+        return False
 
 
 def _cudart_candidates() -> list[str]:
@@ -98,18 +107,43 @@ def ensure_cuda_backend() -> None:
                 raise LoadError(f"cannot load TVM's CUDA backend: {first}; {hint}") from None
 
 
-def load_library(path: str | os.PathLike, cuda: bool | None = None) -> Any:
-    """Load a library built by jitflow (or TVM); `cuda` skips reading the ELF when known."""
-    import tvm
+def load_library(source: str | os.PathLike | LibraryFile, cuda: bool | None = None) -> Any:
+    """Load a library built by jitflow (or TVM); `cuda` skips looking for device code when known.
 
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise LoadError(f"no library at {path}")
+    `source` is a path or a LibraryFile held open by the cache. Either way the file is checked
+    (whole, for this machine's CPU, a TVM library) and loaded through one open descriptor: a name
+    changed in between is never what gets loaded. A bad file is a LoadError that says which.
+    """
+    import tvm  # noqa: F401  (registers the runtime's loaders)
+
+    if isinstance(source, LibraryFile):
+        return _load_open(source, cuda)
+    path = os.fspath(source)
+    try:
+        opened = LibraryFile.open(path)
+    except OSError as exc:
+        raise LoadError(f"no library at {path}: {exc.strerror}") from None
+    with opened:
+        return _load_open(opened, cuda)
+
+
+def _load_open(library: LibraryFile, cuda: bool | None) -> Any:
+    import tvm_ffi
+
+    try:
+        why = library_check.problem(library.fd)
+    except (OSError, ValueError) as exc:
+        why = f"cannot be read: {exc}"
+    if why:
+        raise LoadError(f"cannot load {library.path}: {why}")
     if cuda is None:
-        cuda = needs_cuda(path)
+        cuda = needs_cuda(library.fd)
     if cuda:
         ensure_cuda_backend()
     try:
-        return tvm.runtime.load_module(path)
+        with library.loader_path() as name:
+            module = tvm_ffi.get_global_func("ffi.Module.load_from_file.so")(name, "so")
+        tvm_ffi.get_global_func("ffi.ModuleGlobalsAdd")(module)  # kept alive, as tvm_ffi.load_module does
+        return module
     except Exception as exc:
-        raise LoadError(f"the TVM runtime could not load {path}: {exc}") from None
+        raise LoadError(f"the TVM runtime could not load {library.path}: {exc}") from None
