@@ -5,8 +5,8 @@
     exe.export_library("kernel.so"); jitflow.load("kernel.so")
     jitflow.compile(relax_mod, "c").vm("cpu")["main"](x)        # Relax models: a VirtualMachine
 
-The public API is what this module exports, `jitflow.errors`, and the report types in
-`jitflow.report`; every other module is internal and may change.
+The public API is what this module exports, `jitflow.errors`, the report types in
+`jitflow.report` and the trace types in `jitflow.tracing`; every other module is internal and may change.
 """
 from __future__ import annotations
 
@@ -23,4 +23,13 @@ from .runtime.vm import load_vm
 _configure_logging(_log_level())
 
 __all__ = ["BuildInfo", "BuildResult", "Executable", "JitflowError", "build_all", "compile", "errors", "load",
-           "load_vm", "__version__"]
+           "load_vm", "trace", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    # jitflow.trace (jitflow.tracing.trace), imported on first use to keep `import jitflow` light
+    if name == "trace":
+        from .tracing import trace
+
+        return trace
+    raise AttributeError(f"module 'jitflow' has no attribute {name!r}")

@@ -2,6 +2,7 @@
 wrong, the fix. The shared tier's backends answer with the same Check."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -98,25 +99,44 @@ def _gpu() -> list[Check]:
                       "install an NVIDIA driver where kernels run", required=False)]
 
 
+def cache_dir_problem(path: Path, writing: bool = True) -> str | None:
+    """Why `path` cannot be a cache folder (it or a parent is a file; with `writing`, it cannot be
+    written), or None. Looks only: a folder that does not exist yet is fine where it can be created."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder" if existing.is_file() else f"{existing} is not a folder"
+    if writing and not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
 def _cache(cache_dir: Path) -> list[Check]:
+    fix = "set JITFLOW_CACHE_DIR to a writable folder"
+    problem = cache_dir_problem(cache_dir)
+    if problem:
+        return [Check("cache directory", False, problem, fix)]
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=cache_dir):
             pass
         return [Check("cache directory", True, f"{cache_dir} (writable)")]
     except OSError as exc:
-        return [Check("cache directory", False, f"{cache_dir}: {exc.strerror}",
-                      "set JITFLOW_CACHE_DIR to a writable folder")]
+        return [Check("cache directory", False, f"{cache_dir}: {exc.strerror}", fix)]
 
 
 def run_checks(cuda: bool = True) -> list[Check]:
     """This machine's checks in order (CUDA compiler and driver checks only when `cuda`); the shared
-    tier answers its own (cache.shared.backend.check)."""
+    tier answers its own (cache.shared.backend.check). A bad JITFLOW_* setting is a failed check."""
     from .config import resolve
+    from .errors import InvalidInputError
 
-    settings = resolve()
-    groups: list[Callable[[], list[Check]]] = [_tvm, lambda: _zig(settings.zig_cache_dir)]
-    if cuda:
-        groups += [_cuda_compilers, _gpu]
-    groups.append(lambda: _cache(settings.cache_dir))
+    cuda_checks: list[Callable[[], list[Check]]] = [_cuda_compilers, _gpu] if cuda else []
+    try:
+        settings = resolve()
+    except InvalidInputError as exc:
+        bad = Check("settings", False, str(exc), "fix or unset the variable (README: Settings)")
+        return [c for group in [_tvm, lambda: [bad], *cuda_checks] for c in group()]
+    groups = [_tvm, lambda: _zig(settings.zig_cache_dir), *cuda_checks, lambda: _cache(settings.cache_dir)]
     return [c for group in groups for c in group()]

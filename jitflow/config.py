@@ -6,9 +6,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import InvalidInputError
 from .logs import warn_once
+from .target.cuda_floor import CudaVersion
 
 CUDA_COMPILERS = ("nvrtc", "nvcc")
 
@@ -17,9 +19,11 @@ ENVIRONMENT = {
     "JITFLOW_CACHE_DIR": ("the user cache directory (platformdirs)", "where built libraries are kept"),
     "JITFLOW_CACHE": ("1", "0 disables the disk cache (every jit() builds in a temporary folder)"),
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
+    "JITFLOW_CUDA_FLOOR": ("the compiler's major version .0 (13.0)",
+                           "oldest driver (CUDA version) a CUDA library must load on; decides the fatbin's PTX ISA"),
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<cache dir>/zig", "zig's own cache (libc stubs, objects)"),
-    "JITFLOW_CACHE_MAX_SIZE": ("4GB", "size cap of the cache; least recently used entries are evicted beyond it"),
+    "JITFLOW_CACHE_MAX_SIZE": ("4GiB", "size cap of the cache; least recently used entries are evicted beyond it"),
     "JITFLOW_CACHE_SALT": ("unset", "any text, mixed into every cache key: change it when something jitflow "
                                     "cannot see changes what TVM emits (a registered callback's body, a pass "
                                     "edited in place)"),
@@ -35,7 +39,7 @@ ENVIRONMENT = {
     "JITFLOW_REMOTE_CACHE_LOCK_TTL": ("30", "seconds the cluster build lock lives unless its builder renews it"),
 }
 
-DEFAULT_MAX_SIZE = 4 * 1000**3
+DEFAULT_MAX_SIZE = 4 * 1024**3
 _SIZE_SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, "G": 1000**3, "GB": 1000**3,
                "T": 1000**4, "TB": 1000**4, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -160,12 +164,40 @@ class Settings:
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
+    cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
     cache_salt: str = ""
 
 
+def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
+    """cuda_floor= if given, else JITFLOW_CUDA_FLOOR, else None (the compiler's major version .0)."""
+    from .target import cuda_floor
+
+    if value is None:
+        raw = os.environ.get("JITFLOW_CUDA_FLOOR", "").strip()
+        if not raw:
+            return None
+        return cuda_floor.check_supported(cuda_floor.parse(raw, "JITFLOW_CUDA_FLOOR"))
+    return cuda_floor.check_supported(cuda_floor.parse(value))
+
+
+def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
+    """Refuse arguments of the wrong type: cache="no" must not read as True."""
+    if cache is not None and not isinstance(cache, bool):
+        raise InvalidInputError(f"cache must be True, False or None (the default: JITFLOW_CACHE), not {cache!r}")
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise InvalidInputError(f"cache_dir must be a path (str or os.PathLike), not {type(cache_dir).__name__}")
+    if cache_dir is not None and not str(cache_dir).strip():
+        raise InvalidInputError("cache_dir is empty; give a folder, or None for the default")
+    if cuda_compiler is not None and not isinstance(cuda_compiler, str):
+        raise InvalidInputError(f"cuda_compiler must be one of {', '.join(CUDA_COMPILERS)}, "
+                                f"not {type(cuda_compiler).__name__}")
+
+
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
-            cuda_compiler: str | None = None, cache_salt: str | None = None) -> Settings:
+            cuda_compiler: str | None = None, cuda_floor: str | float | None = None,
+            cache_salt: str | None = None) -> Settings:
     """Resolve settings: explicit arguments win over JITFLOW_* variables, which win over defaults."""
+    _check_arguments(cache_dir, cache, cuda_compiler)
     if cache_dir is None:
         env_dir = os.environ.get("JITFLOW_CACHE_DIR", "").strip()
         directory = Path(env_dir) if env_dir else default_cache_dir()
@@ -185,4 +217,5 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
         raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
     salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
-                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(), cache_salt=salt)
+                    cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
+                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt)

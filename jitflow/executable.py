@@ -18,6 +18,7 @@ from .formats.vm_program import KIND as VM_KIND
 from .runtime.library_file import LibraryFile
 from .runtime.load import load_library
 from .target import TargetSpec, resolve_target
+from .toolchain import cuda as cuda_toolchain
 from .toolchain import environment
 from .toolchain.versions import tool_versions
 
@@ -56,6 +57,8 @@ class Executable:
     def key(self) -> str:
         """The cache key (sha256 hex) of this module, target, options, context, environment and tools."""
         if self._key is None:
+            if self.target.is_cuda and not self.options.get("cuda_floor"):
+                self.options["cuda_floor"] = str(cuda_toolchain.default_floor(self.settings.cuda_compiler))
             text = module_text(self._mod)
             versions = dict(tool_versions(self.target, self.settings.cuda_compiler), recipe=recipe.digest())
             self._key = compute_key(text, self.target, self._key_options(text), versions)
@@ -84,8 +87,11 @@ class Executable:
         self._meta = meta
         return library, meta
 
-    def jit(self) -> Any:
-        """The loaded TVM runtime module: built once, then a cache hit in every later process."""
+    def jit(self, device_query: Any = None) -> Any:
+        """The loaded TVM runtime module: built once, then a cache hit in every later process.
+
+        device_query: how the GPU and driver the library is checked against are found (a
+        jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
         self.target.check_runs_here()
         with self._lock:
             if self._module is not None:
@@ -100,7 +106,7 @@ class Executable:
                 return cached
             library, meta = self._obtain()
             try:
-                module = load_library(library, cuda=bool(meta.get("cuda")))
+                module = load_library(library, cuda=bool(meta.get("cuda")), device_query=device_query)
             finally:
                 library.close()
                 if not self.settings.cache_enabled:
@@ -156,6 +162,14 @@ class Executable:
             if not self.settings.cache_enabled:
                 pipeline.remove_temporary(library)
 
+    def trace(self, fn: str, *args: Any, calls: int = 3, device: Any = None, memory_cfg: str | None = None) -> Any:
+        """Run fn(*args) `calls` times on the GPU and report what the CUDA driver did, per call and at
+        start-up, checked against inspect() (a jitflow.tracing.Trace; print it). Needs cupti-python:
+        pip install 'jitflow[trace]'."""
+        from .tracing.run import trace_executable
+
+        return trace_executable(self, fn, args, calls, device, memory_cfg)
+
     def export_library(self, path: str | os.PathLike) -> Path:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
         dest = Path(path).expanduser().absolute()
@@ -201,12 +215,15 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
-            cache_salt: str | None = None) -> Executable:
+            cuda_floor: str | float | None = None, cache_salt: str | None = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
     target: "cuda", "c", a dict or a tvm.target.Target.
-    arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU.
+    arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU;
+    "portable": SASS for each GPU generation the compiler supports and PTX for the oldest.
+    cuda_floor: the oldest driver (CUDA version, "13.0") the library must load on; it decides the
+    PTX ISA of the fatbin. Default JITFLOW_CUDA_FLOOR, else the compiler's major version .0.
     pass_config: PassContext options, merged into the context the caller has entered now (its
     opt level, passes, instruments and config are honoured; none entered means opt_level=3).
     relax_pipeline (Relax modules): a name for tvm.relax.get_pipeline or a tvm.transform.Pass;
@@ -224,14 +241,17 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
         mod = prepare.prepare(mod)
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
-    spec = resolve_target(target, arch, host)
-    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cache_salt=cache_salt)
+    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
+                              cache_salt=cache_salt)
+    spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host)
     if pass_config is not None and not isinstance(pass_config, dict):
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
     options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options),
                "caller_context": pass_context.caller_context()}
+    if spec.is_cuda:  # None: the compiler's major version .0, found when the key is first needed
+        options["cuda_floor"] = str(settings.cuda_floor) if settings.cuda_floor else None
     if prepare.is_relax(mod):
         options["relax_pipeline"] = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:
@@ -253,6 +273,9 @@ def _relax_pipeline(value: Any) -> Any:
                             f"not {type(value).__name__}")
 
 
-def load(path: str | os.PathLike) -> Any:
-    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it)."""
-    return load_library(Path(path).expanduser())
+def load(path: str | os.PathLike, device_query: Any = None) -> Any:
+    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it).
+
+    A CUDA library is checked against the first GPU and its driver first (device_query: how they
+    are found, a jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
+    return load_library(Path(path).expanduser(), device_query=device_query)

@@ -88,3 +88,27 @@ def libm_calls(n: int = 64):
                 C[vi] = T.exp(A[vi]) + T.log(A[vi]) + T.pow(A[vi], T.float32(1.5))
 
     return tvm.IRModule({"main": main})
+
+
+def chain(n: int = 1024):
+    """D = (A * 2 + 1) * 3 in three stages through two temporaries, B and C: TVM's storage rewrite
+    lets C reuse B's memory (one allocation), or not with tirx.disable_storage_rewrite (two)."""
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((n,), "float32"), D: T.Buffer((n,), "float32")):
+        B = T.sblock_alloc_buffer((n,), "float32")
+        C = T.sblock_alloc_buffer((n,), "float32")
+        for i in range(n):
+            with T.sblock("B"):
+                vi = T.axis.spatial(n, i)
+                B[vi] = A[vi] * T.float32(2)
+        for i in range(n):
+            with T.sblock("C"):
+                vi = T.axis.spatial(n, i)
+                C[vi] = B[vi] + T.float32(1)
+        for i in range(n):
+            with T.sblock("D"):
+                vi = T.axis.spatial(n, i)
+                D[vi] = C[vi] * T.float32(3)
+
+    return main

@@ -54,3 +54,81 @@ def mlp_reference(x: np.ndarray, weights: dict[str, np.ndarray]) -> np.ndarray:
     """The MLP in numpy."""
     h = np.maximum(x @ weights["w1"] + weights["b1"], 0)
     return h @ weights["w2"] + weights["b2"]
+
+
+def convnet_weights(seed: int = 0) -> dict[str, np.ndarray]:
+    """The convnet's parameters: a 3x3 convolution to 8 channels, its bias, and a 512 -> 10 dense layer."""
+    rng = np.random.default_rng(seed)
+    return {
+        "w": (rng.standard_normal((8, 3, 3, 3)) / 5).astype("float32"),
+        "b": rng.standard_normal((1, 8, 1, 1)).astype("float32"),
+        "fw": (rng.standard_normal((512, 10)) / 20).astype("float32"),
+        "fb": rng.standard_normal(10).astype("float32"),
+    }
+
+
+def convnet(batch: int = 2, seed: int = 0, weights: dict[str, np.ndarray] | None = None) -> Any:
+    """y = dense(maxpool2x2(relu(conv3x3(x) + b))) on 3x16x16 images, with the weights bound as constants."""
+    from tvm import relax
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class ConvNet:
+        @R.function
+        def main(x: R.Tensor((batch, 3, 16, 16), "float32"), w: R.Tensor((8, 3, 3, 3), "float32"),
+                 b: R.Tensor((1, 8, 1, 1), "float32"), fw: R.Tensor((512, 10), "float32"),
+                 fb: R.Tensor((10,), "float32")) -> R.Tensor((batch, 10), "float32"):
+            with R.dataflow():
+                c = R.nn.relu(R.add(R.nn.conv2d(x, w, padding=(1, 1)), b))
+                p = R.nn.max_pool2d(c, pool_size=(2, 2), strides=(2, 2))
+                y = R.add(R.matmul(R.reshape(p, (batch, 512)), fw), fb)
+                R.output(y)
+            return y
+
+    return relax.transform.BindParams("main", weights if weights is not None else convnet_weights(seed))(ConvNet)
+
+
+def convnet_reference(x: np.ndarray, weights: dict[str, np.ndarray]) -> np.ndarray:
+    """The convnet in numpy."""
+    n = x.shape[0]
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))   # n, 3, 16, 16, 3, 3
+    c = np.maximum(np.einsum("nchwij,ocij->nohw", windows, weights["w"]) + weights["b"], 0)
+    p = c.reshape(n, 8, 8, 2, 8, 2).max(axis=(3, 5))
+    return p.reshape(n, 512) @ weights["fw"] + weights["fb"]
+
+
+def symbolic_mlp() -> Any:
+    """relu(x @ w) * 2 for x of shape (n, 16): storage sizes that depend on n."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Symbolic:
+        @R.function
+        def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((16, 8), "float32")) -> R.Tensor(("n", 8), "float32"):
+            with R.dataflow():
+                y = R.nn.relu(R.matmul(x, w))
+                z = R.add(y, y)
+                R.output(z)
+            return z
+
+    return Symbolic
+
+
+def cuda_pipeline(fuse: bool = True, plan: bool = True) -> Any:
+    """TVM's default CUDA pipeline, optionally without operator fusion (FuseOps, FuseTIR) or without
+    static memory planning (StaticPlanBlockMemory): the same model before and after one optimization."""
+    import tvm
+    from tvm.relax.backend.cuda import pipeline as cuda
+
+    @tvm.transform.module_pass(opt_level=0, name=f"cuda_default_fuse{int(fuse)}_plan{int(plan)}")
+    def _pipeline(mod: Any, _ctx: Any) -> Any:
+        target = tvm.target.Target.current()
+        legalize = [p for p in cuda.legalize_passes(target) if fuse or p.info.name not in ("FuseOps", "FuseTIR")]
+        finalize = [p for p in cuda.finalize_passes(target) if plan or p.info.name != "StaticPlanBlockMemory"]
+        return tvm.transform.Sequential(cuda.library_dispatch_passes(target) + legalize
+                                        + cuda.dataflow_lower_passes(target) + finalize)(mod)
+
+    return _pipeline

@@ -10,9 +10,9 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-from ..errors import JitflowError
+from ..errors import InvalidInputError, JitflowError
 
 _WORK: list[Any] = []   # in a worker process only: the executables it inherited from the parent
 
@@ -47,12 +47,31 @@ def _build_one(index: int, items: list[Any] | None = None) -> tuple[int, bool, s
         return index, False, "", str(exc), type(exc).__name__
 
 
+def _checked(executables: Any, jobs: Any) -> list[Any]:
+    """The executables as a list, after refusing what build_all cannot take (before anything is built)."""
+    from ..executable import Executable
+
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise InvalidInputError(f"jobs must be a whole number of processes, 1 or more (or None for one per "
+                                f"CPU), not {jobs!r}")
+    if isinstance(executables, (Executable, str, bytes)) or not isinstance(executables, Iterable):
+        raise InvalidInputError(f"build_all takes a list of Executables (from jitflow.compile), "
+                                f"not {type(executables).__name__}")
+    items = list(executables)
+    for i, exe in enumerate(items):
+        if not isinstance(exe, Executable):
+            raise InvalidInputError(f"build_all: item {i} is a {type(exe).__name__}, not an Executable "
+                                    "(make one with jitflow.compile(mod, target))")
+    return items
+
+
 def build_all(executables: Sequence[Any], jobs: int | None = None) -> list[BuildResult]:
     """Build (or find in the cache) every executable, `jobs` at a time; results in input order.
 
-    Afterwards exe.jit() on each loads from the cache. Errors are returned, not raised.
+    Afterwards exe.jit() on each loads from the cache. Build errors are returned, not raised; an item
+    that is not an Executable, or `jobs` below 1, is an InvalidInputError before anything is built.
     """
-    items = list(executables)
+    items = _checked(executables, jobs)
     results: list[BuildResult | None] = [None] * len(items)
     todo: dict[str, int] = {}
     for i, exe in enumerate(items):

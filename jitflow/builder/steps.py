@@ -11,7 +11,7 @@ from typing import Any
 
 from ..cache.entry import Entry
 from ..config import Settings
-from ..target import TargetSpec
+from ..target import TargetSpec, cuda_floor
 from ..toolchain import cuda, zig
 from . import lower, pack
 from .clock import Clock
@@ -40,8 +40,9 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
     for n, dev in enumerate(lowered.devices):
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
+        floor = cuda_floor.parse(options["cuda_floor"]) if options.get("cuda_floor") else None
         fatbin, dlog = cuda.compile_fatbin(cu, spec.archs, settings.cuda_compiler,
-                                           options.get("device_options", ()), arch_done)
+                                           options.get("device_options", ()), arch_done, floor)
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = fatbin
     return fatbins

@@ -2,7 +2,8 @@
 
 Safe while other processes use the cache: an entry whose build lock is held, or that was
 published moments ago, is left alone; an entry is removed by renaming it out of place first,
-so a reader never sees half of one.
+so a reader never sees half of one. prune and clear can report what they removed and what they
+kept and why (a PruneReport), and prune can say what it would do without doing it (dry_run).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from .disk import Cache
 from .entry import Entry, discard, target_of, target_text
@@ -37,9 +38,35 @@ class EntryInfo:
     target: str = "?"
     host: str = "?"
     readable: bool = True
+    kind: str = "?"
+    archs: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
+        known = self.readable
+        return {"key": self.key, "path": str(self.path), "size": self.size, "created": self.created,
+                "last_used": self.last_used, "functions": self.functions, "readable": known,
+                "kind": self.kind if known else None, "archs": self.archs,
+                "host": self.host if known and self.host != "?" else None, "target": self.target if known else None}
 
 
-def _folder_size(path: Path) -> int:
+#: Why prune removed an entry: unused for longer than older_than, or least recently used over the cap.
+REMOVED_UNUSED, REMOVED_OVER_CAP, REMOVED_CLEAR = "unused", "over-cap", "clear"
+#: Why an entry that should go was kept: published within the grace period, its build lock is held
+#: (being built), it was gone already (another process removed it), or removing it failed.
+KEPT_RECENT, KEPT_BUILDING, KEPT_GONE, KEPT_ERROR = "recent", "building", "gone", "error"
+
+
+@dataclass
+class PruneReport:
+    """Entries prune or clear removed (or, in a dry run, would remove) and entries they kept, each with why."""
+
+    removed: list[tuple[EntryInfo, str]] = field(default_factory=list)
+    kept: list[tuple[EntryInfo, str]] = field(default_factory=list)
+
+
+def folder_size(path: Path) -> int:
+    """Bytes of the files under `path` (links counted as links); 0 where it cannot be read."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
@@ -65,12 +92,33 @@ def entries(cache: Cache) -> list[EntryInfo]:
             except OSError:
                 used = entry.stat().st_mtime if entry.exists() else 0.0
             created = float(meta.get("created", used)) if meta else used
+            target = (target_of(meta) if meta else None) or {}
             found.append(EntryInfo(
-                key=entry.name, path=entry, size=_folder_size(entry), created=created, last_used=used,
+                key=entry.name, path=entry, size=folder_size(entry), created=created, last_used=used,
                 functions=list(meta.get("functions", [])) if meta else [],
-                target=target_text(target_of(meta), host=False) if meta else "?",
-                host=(target_of(meta) or {}).get("host") or "?" if meta else "?", readable=meta is not None))
+                target=target_text(target, host=False) if target else "?",
+                host=target.get("host") or "?", readable=meta is not None,
+                kind=target.get("kind") or "?", archs=list(target.get("archs") or [])))
     return found
+
+
+def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | None:
+    """Why remove_entry would keep this entry now (KEPT_RECENT, KEPT_BUILDING, KEPT_GONE), or None."""
+    from filelock import Timeout
+
+    try:
+        published = cache.entry_dir(key).stat().st_mtime
+    except OSError:
+        return KEPT_GONE
+    if grace and time.time() - published < grace:
+        return KEPT_RECENT
+    try:
+        with cache.lock(key, timeout=0):
+            return None
+    except Timeout:
+        return KEPT_BUILDING
+    except OSError:
+        return KEPT_ERROR
 
 
 def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
@@ -108,11 +156,16 @@ def _stale_staging(cache: Cache, older_than: float) -> Iterator[Path]:
 
 
 def prune(cache: Cache, max_size: int | None = None, older_than: float | None = None,
-          keep: str | None = None, grace: float = GRACE_SECONDS) -> list[EntryInfo]:
+          keep: str | None = None, grace: float = GRACE_SECONDS, dry_run: bool = False,
+          report: PruneReport | None = None) -> list[EntryInfo]:
     """Evict entries unused for `older_than` seconds, then least recently used ones until the
-    cache fits in `max_size` bytes. `keep` names a key never to evict (the one just built)."""
-    for folder in _stale_staging(cache, STALE_STAGING_SECONDS):
-        shutil.rmtree(folder, ignore_errors=True)
+    cache fits in `max_size` bytes. `keep` names a key never to evict (the one just built).
+
+    dry_run: remove nothing, return what would go. report: filled with what went and what was kept, and why.
+    """
+    if not dry_run:
+        for folder in _stale_staging(cache, STALE_STAGING_SECONDS):
+            shutil.rmtree(folder, ignore_errors=True)
     listing = sorted(entries(cache), key=lambda e: e.last_used)
     removed: list[EntryInfo] = []
     now = time.time()
@@ -124,16 +177,31 @@ def prune(cache: Cache, max_size: int | None = None, older_than: float | None = 
         too_big = max_size is not None and total > max_size
         if not (too_old or too_big):
             continue
-        if remove_entry(cache, e.key, grace):
+        gone = hold_reason(cache, e.key, grace) is None if dry_run else remove_entry(cache, e.key, grace)
+        if gone:
             removed.append(e)
             total -= e.size
-    if removed:
+        if report is not None:
+            if gone:
+                report.removed.append((e, REMOVED_UNUSED if too_old else REMOVED_OVER_CAP))
+            else:
+                report.kept.append((e, hold_reason(cache, e.key, grace) or KEPT_ERROR))
+    if removed and not dry_run:
         log.info("jitflow: evicted %d cache entries (%d bytes)", len(removed), sum(e.size for e in removed))
     return removed
 
 
-def clear(cache: Cache) -> int:
+def clear(cache: Cache, report: PruneReport | None = None) -> int:
     """Remove every entry (entries being built are skipped); returns how many were removed."""
-    return sum(remove_entry(cache, e.key, grace=0) for e in entries(cache))
+    count = 0
+    for e in entries(cache):
+        gone = remove_entry(cache, e.key, grace=0)
+        count += gone
+        if report is not None:
+            if gone:
+                report.removed.append((e, REMOVED_CLEAR))
+            else:
+                report.kept.append((e, hold_reason(cache, e.key, grace=0) or KEPT_ERROR))
+    return count
 
 

@@ -1,81 +1,47 @@
-"""`jitflow cache ls|info|prune|clear`: see and manage the local cache."""
+"""`jitflow cache ls|info|prune|clear`: see and manage the local cache (prune and clear: cache_prune.py)."""
 from __future__ import annotations
 
 import argparse
-import sys
-import time
+from typing import Any
+
+from . import cache_prune
+from .cache_common import ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, open_cache
+from .exit_codes import EXIT_NO, EXIT_OK
+from .output import dumps, human_size, table
+
+LS_SCHEMA = "jitflow.cache-ls/1"
+INFO_SCHEMA = "jitflow.cache-info/1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="list, measure, prune or clear the cache",
                        description="See and manage jitflow's cache (JITFLOW_CACHE_DIR).")
-    p.add_argument("--cache-dir", default=None, help="the cache to work on (default: the configured one)")
+    cache_dir_option(p)
     csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
-    csub.add_parser("ls", help="one line per entry").set_defaults(func=run_ls)
-    csub.add_parser("info", help="location, entry count, total size and cap").set_defaults(func=run_info)
-    pr = csub.add_parser("prune", help="evict least recently used entries")
-    pr.add_argument("--max-size", default=None, help="shrink the cache to this size (e.g. 2GB; default: the cap)")
-    pr.add_argument("--older-than", default=None, help="remove entries unused for this long (e.g. 30d, 12h)")
-    pr.set_defaults(func=run_prune)
-    cl = csub.add_parser("clear", help="remove every entry")
-    cl.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    cl.set_defaults(func=run_clear)
-
-
-def _cache(args: argparse.Namespace):
-    from ..cache.disk import Cache
-    from ..config import resolve
-
-    settings = resolve(cache_dir=args.cache_dir)
-    return settings, Cache(settings.cache_dir)
-
-
-def human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+    ls = csub.add_parser("ls", help="one line per entry: key, functions, target, host, size, times")
+    json_option(ls, LS_SCHEMA)
+    ls.set_defaults(func=run_ls)
+    info = csub.add_parser("info", help="location, entries by host, sizes (with zig's cache), cap, shared tier",
+                           description="Exit status 1 when the cache folder cannot be used.")
+    json_option(info, INFO_SCHEMA)
+    info.set_defaults(func=run_info)
+    for action in (ls, info, *cache_prune.register(csub)):
+        cache_dir_option(action, argparse.SUPPRESS)   # also after the action: cache ls --cache-dir DIR
 
 
 def run_ls(args: argparse.Namespace) -> int:
     from ..cache.admin import entries
 
-    _, cache = _cache(args)
+    settings, cache = open_cache(args)
     rows = sorted(entries(cache), key=lambda e: e.last_used, reverse=True)
-    if not rows:
-        print(f"no entries in {cache.root}")
-        return 0
-    print(f"{'key':<14}{'functions':<24}{'target':<22}{'host':<19}{'size':>10}  {'created':<17} {'last used':<17}")
-    for e in rows:
-        funcs = ",".join(e.functions) if e.readable else "(unreadable)"
-        print(f"{e.key[:12]:<14}{funcs[:23]:<24}{e.target[:21]:<22}{e.host[:18]:<19}{human_size(e.size):>10}  "
-              f"{_when(e.created):<17} {_when(e.last_used):<17}")
-    return 0
-
-
-def run_info(args: argparse.Namespace) -> int:
-    from ..cache.admin import entries
-
-    settings, cache = _cache(args)
-    rows = entries(cache)
-    total = sum(e.size for e in rows)
-    print(f"location:  {cache.root}")
-    print(f"entries:   {len(rows)}")
-    print(f"size:      {human_size(total)}")
-    print(f"cap:       {human_size(settings.cache_max_size)} (JITFLOW_CACHE_MAX_SIZE)")
-    print(f"enabled:   {'yes' if settings.cache_enabled else 'no (JITFLOW_CACHE=0)'}")
-    if settings.remote.url:
-        from ..cache.shared.stats import machine_stats
-
-        counts = machine_stats(cache.root)
-        shown = ", ".join(f"{name} {counts.get(name, 0)}" for name in ("hits", "misses", "refusals", "stored"))
-        print(f"shared:    {_without_password(settings.remote.url)} ({shown}, on this machine)")
-    return 0
+    if args.json:
+        print(dumps({"schema": LS_SCHEMA, "location": str(settings.cache_dir),
+                     "entries": [e.to_json() for e in rows]}))
+    elif not rows:
+        print(f"no entries in {settings.cache_dir}")
+    else:
+        print("\n".join(table(ENTRY_HEADER, [entry_row(e) for e in rows], right=[SIZE_COLUMN])))
+    return EXIT_OK
 
 
 def _without_password(url: str) -> str:
@@ -88,30 +54,56 @@ def _without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def run_prune(args: argparse.Namespace) -> int:
-    from ..cache.admin import prune
-    from ..config import parse_duration, parse_size
+def info_data(settings: Any, cache: Any) -> dict[str, Any]:
+    """What `cache info` reports, in its JSON shape (jitflow.cache-info/1)."""
+    from ..cache.admin import entries, folder_size
+    from ..checks import cache_dir_problem
 
-    settings, cache = _cache(args)
-    max_size = parse_size(args.max_size, "--max-size") if args.max_size else settings.cache_max_size
-    older = parse_duration(args.older_than, "--older-than") if args.older_than else None
-    removed = prune(cache, max_size=max_size, older_than=older)
-    print(f"removed {len(removed)} entries ({human_size(sum(e.size for e in removed))})")
-    return 0
+    rows = entries(cache)
+    hosts: dict[str, dict[str, int]] = {}
+    for e in rows:
+        per_host = hosts.setdefault(e.host, {"entries": 0, "size": 0})
+        per_host["entries"] += 1
+        per_host["size"] += e.size
+    size = sum(e.size for e in rows)
+    zig_size = folder_size(settings.zig_cache_dir)
+    shared = None
+    if settings.remote.url:
+        from ..cache.shared.stats import COUNTERS, machine_stats
+
+        counts = machine_stats(cache.root)
+        shared = {"url": _without_password(settings.remote.url), "counters": {n: counts.get(n, 0) for n in COUNTERS}}
+    return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "entries_folder": str(cache.root),
+            "enabled": settings.cache_enabled,
+            "problem": cache_dir_problem(settings.cache_dir) if settings.cache_enabled else None,
+            "entries": len(rows), "size": size, "cap": settings.cache_max_size, "hosts": hosts,
+            "zig_cache": {"path": str(settings.zig_cache_dir), "size": zig_size},
+            "total_size": size + zig_size, "shared": shared}
 
 
-def run_clear(args: argparse.Namespace) -> int:
-    from ..cache.admin import clear, entries
+def _enabled_text(d: dict[str, Any]) -> str:
+    if d["problem"]:
+        return f"no: {d['problem']} (builds use a per-user temporary cache instead; set JITFLOW_CACHE_DIR)"
+    return "yes" if d["enabled"] else "no (JITFLOW_CACHE=0: every build uses a temporary folder)"
 
-    _, cache = _cache(args)
-    count = len(entries(cache))
-    if not args.yes:
-        if not sys.stdin.isatty():
-            print("jitflow: refusing to clear without --yes when not on a terminal", file=sys.stderr)
-            return 2
-        answer = input(f"remove all {count} entries in {cache.root}? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing removed")
-            return 1
-    print(f"removed {clear(cache)} entries")
-    return 0
+
+def run_info(args: argparse.Namespace) -> int:
+    settings, cache = open_cache(args, check=False)
+    d = info_data(settings, cache)
+    if args.json:
+        print(dumps(d))
+    else:
+        hosts = ", ".join(f"{h} {v['entries']} ({human_size(v['size'])})" for h, v in sorted(d["hosts"].items()))
+        lines = [("location", d["location"]), ("enabled", _enabled_text(d)),
+                 ("entries", f"{d['entries']} ({human_size(d['size'])})"), ("hosts", hosts or "-"),
+                 ("cap", f"{human_size(d['cap'])} (JITFLOW_CACHE_MAX_SIZE)"),
+                 ("zig cache", f"{human_size(d['zig_cache']['size'])} in {d['zig_cache']['path']}"),
+                 ("total", human_size(d["total_size"]))]
+        if d["shared"]:
+            shown = ", ".join(f"{name} {d['shared']['counters'][name]}"
+                              for name in ("hits", "misses", "refusals", "stored"))
+            lines.append(("shared", f"{d['shared']['url']} ({shown}, on this machine)"))
+        width = max(len(name) for name, _ in lines) + 2
+        print("\n".join(f"{name + ':':<{width}}{value}" for name, value in lines))
+    return EXIT_NO if d["problem"] else EXIT_OK
+

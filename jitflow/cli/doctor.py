@@ -4,37 +4,88 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from itertools import groupby
 from pathlib import Path
+from typing import Any
+
+from .exit_codes import EXIT_NO, EXIT_OK
+from .output import dumps, plural
+
+DOCTOR_SCHEMA = "jitflow.doctor/1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("doctor", help="check TVM, zig, the CUDA compilers, the GPU and the cache",
                        description="Check what jitflow needs; exit status 1 when something required is missing.")
     d.add_argument("--cpu", action="store_true", help="skip the CUDA checks (CPU-only use)")
+    d.add_argument("--json", action="store_true", help=f"JSON instead of text (schema {DOCTOR_SCHEMA}, docs/cli.md)")
     d.set_defaults(func=run_doctor)
     w = sub.add_parser("warm", help="do zig's one-time work now (for Dockerfiles and new machines)",
                        description="Compile and link a small C library with zig for each host, so that the "
                                    "first jit() on this machine or image does not pay for it.")
-    w.add_argument("--host", action="append", default=None, help="host triple(s) to warm (default: this machine's)")
+    w.add_argument("--host", action="append", default=None, metavar="TRIPLE",
+                   help="host triple to warm, repeatable (default: this machine's)")
     w.set_defaults(func=run_warm)
 
 
-def run_doctor(args: argparse.Namespace) -> int:
+def _checks(cuda: bool) -> list[Any]:
     from ..cache.shared.backend import check as shared_tier_checks
     from ..checks import run_checks
     from ..config import resolve_remote
+    from ..errors import InvalidInputError
 
-    remote = resolve_remote()
-    checks = run_checks(cuda=not args.cpu) + (shared_tier_checks(remote) if remote.url else [])
-    failed = 0
-    for check in checks:
-        mark = "ok" if check.ok else ("!!" if check.required else "--")
-        print(f"[{mark}] {check.name}: {check.detail}")
-        if not check.ok and check.fix:
-            print(f"       fix: {check.fix}")
-        failed += (not check.ok) and check.required
-    print("all required checks passed" if not failed else f"{failed} required check(s) failed")
-    return 1 if failed else 0
+    try:
+        remote = resolve_remote()
+    except InvalidInputError:
+        remote = None   # run_checks reports the bad setting
+    return run_checks(cuda=cuda) + (shared_tier_checks(remote) if remote and remote.url else [])
+
+
+def _mark(check: Any) -> str:
+    return "[ok]" if check.ok else ("[!!]" if check.required else "[--]")
+
+
+def _line(check: Any, detail: str, indent: str = "") -> list[str]:
+    out = [f"{indent}{_mark(check)} {detail}"]
+    if not check.ok and check.fix:
+        out.append(f"{indent}       fix: {check.fix}")
+    return out
+
+
+def _prefix(detail: str) -> str:
+    return detail.split(": ", 1)[0] if ": " in detail else ""
+
+
+def render(checks: list[Any]) -> list[str]:
+    """One line per check; the checks of one part (the shared tier's) under one heading, the words they
+    all start with ("Redis at URL") said once."""
+    lines: list[str] = []
+    for name, group in groupby(checks, key=lambda c: c.name):
+        items = list(group)
+        if len(items) == 1:
+            lines += _line(items[0], f"{name}: {items[0].detail}")
+            continue
+        common = _prefix(items[0].detail)
+        shared = common and sum(_prefix(c.detail) == common for c in items) > 1
+        lines.append(f"{name}" + (f" ({common}):" if shared else ":"))
+        for c in items:
+            detail = c.detail[len(common) + 2:] if shared and _prefix(c.detail) == common else c.detail
+            lines += _line(c, detail, indent="  ")
+    return lines
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    checks = _checks(cuda=not args.cpu)
+    failed = sum(1 for c in checks if not c.ok and c.required)
+    warnings = sum(1 for c in checks if not c.ok and not c.required)
+    if args.json:
+        print(dumps({"schema": DOCTOR_SCHEMA, "ok": not failed, "failed": failed, "warnings": warnings,
+                     "checks": [{"name": c.name, "ok": c.ok, "required": c.required, "detail": c.detail,
+                                 "fix": None if c.ok else c.fix or None} for c in checks]}))
+    else:
+        summary = "all required checks passed" if not failed else f"{plural(failed, 'required check')} failed"
+        print("\n".join(render(checks) + [summary + (f" ({plural(warnings, 'warning')})" if warnings else "")]))
+    return EXIT_NO if failed else EXIT_OK
 
 
 def run_warm(args: argparse.Namespace) -> int:
@@ -52,4 +103,4 @@ def run_warm(args: argparse.Namespace) -> int:
             zig.compile_object(folder / "warm.c", folder / "warm.o", [], host, settings.zig_cache_dir).wait()
             zig.link_shared([folder / "warm.o"], folder / "warm.so", host, settings.zig_cache_dir)
         print(f"warmed zig for {host} in {time.perf_counter() - start:.1f} s (cache {settings.zig_cache_dir})")
-    return 0
+    return EXIT_OK

@@ -12,39 +12,40 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
+from . import build_options
+from .exit_codes import EXIT_NO, EXIT_OK
 
 SECTIONS = ("host", "cuda", "ptx", "sass", "kernels", "memory")
+#: exported symbols that mark a library made by TVM (tvm-ffi's, and older TVM's module context)
+TVM_SYMBOLS = ("__tvm_ffi_", "__tvm_module_ctx", "__tvm_main__")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="show the host code, kernels, launches and device allocations of a build",
                        description="Report what a build runs. SOURCE: FILE.py:NAME, a library (.so), "
-                                   "a cache entry folder or a cache key (6+ hex digits).")
+                                   "a cache entry folder or a cache key (6+ hex digits). With --diff, the "
+                                   "exit status is 1 when the two differ, as with diff.")
     p.add_argument("source", nargs="?", metavar="SOURCE")
     p.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare two sources (schedules, pass configs)")
-    p.add_argument("--target", default="cuda", help="for FILE.py:NAME: cuda or c (default: cuda)")
-    p.add_argument("--arch", action="append", help="CUDA arch, repeatable or comma-separated (sm_80,sm_90)")
-    p.add_argument("--host", default=None, metavar="TRIPLE", help="CPU and OS of the library (default: this machine)")
-    p.add_argument("--cuda-compiler", choices=["nvrtc", "nvcc"], default=None)
-    p.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
-                   help="TVM PassContext option for FILE.py:NAME (VALUE read as JSON where it can be)")
-    p.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
     p.add_argument("--section", choices=SECTIONS, help="print one part only")
     p.add_argument("--json", action="store_true", help="stable JSON (fields in docs/inspect.md)")
+    build_options.add(p)
     p.set_defaults(func=run)
 
 
-def _pass_config(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--pass-config {item!r}: expected KEY=VALUE, e.g. tir.disable_vectorize=true")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+def _tvm_library(path: Path) -> None:
+    """Refuse a file that is not a shared library made by jitflow or TVM (libm.so.6, a text file)."""
+    from ..errors import LibraryFormatError
+    from ..formats import elf
+
+    try:
+        exported = elf.read(path).exported
+    except LibraryFormatError:
+        raise InvalidInputError(f"{path} is not a shared library (not ELF); expected a library built by "
+                                "jitflow or TVM, FILE.py:NAME or a cache key") from None
+    if not any(name.startswith(TVM_SYMBOLS) for name in exported):
+        raise InvalidInputError(f"{path} is not a library built by jitflow or TVM: it exports no TVM "
+                                f"functions ({TVM_SYMBOLS[0]}*)")
 
 
 def report_of(source: str, args: argparse.Namespace) -> Any:
@@ -53,24 +54,14 @@ def report_of(source: str, args: argparse.Namespace) -> Any:
 
     path_part, sep, _name = source.rpartition(":")
     if sep and path_part.endswith(".py"):
-        import jitflow
-
-        from .build import archs_of
-        from .module_file import load_module_spec
-
-        obj = load_module_spec(source)
-        if isinstance(obj, jitflow.Executable):
-            return obj.inspect()
-        exe = jitflow.compile(obj, args.target, arch=archs_of(args.arch), host=args.host,
-                              cuda_compiler=args.cuda_compiler, pass_config=_pass_config(args.pass_config),
-                              cache=False if args.no_cache else None)
-        return exe.inspect()
+        return build_options.executable(source, args).inspect()
     path = Path(source).expanduser()
     if path.is_file():
-        return inspect_library(path)
+        _tvm_library(path)
+        return inspect_library(path, args.cache_dir)
     if path.is_dir() or re.fullmatch(r"[0-9a-fA-F]{6,64}", source):
-        return inspect_entry(source)
-    raise InvalidInputError(f"{source!r}: expected FILE.py:NAME, a library (.so), a cache entry folder or a key")
+        return inspect_entry(source, args.cache_dir)
+    raise InvalidInputError(f"{source}: expected FILE.py:NAME, a library (.so), a cache entry folder or a key")
 
 
 def _device_text(mapping: Any, what: str) -> dict[str, str]:
@@ -97,10 +88,11 @@ def section(rep: Any, name: str, as_json: bool) -> str:
     d = rep.to_dict(sources=False)
     if name == "kernels":
         if as_json:
-            return json.dumps({"kernels": d["kernels"], "fatbin": d["fatbin"]}, indent=1, sort_keys=True)
+            return json.dumps({"kernels": d["kernels"], "fatbin": d["fatbin"], "compatibility": d["compatibility"]},
+                              indent=1, sort_keys=True)
         return "\n".join(report_text.header(rep) + [""] + report_text.kernels_section(rep))
     if as_json:
-        keys = ("allocations", "allocation_totals", "copies", "symbols")
+        keys = ("allocations", "allocation_totals", "copies", "symbols", "model")
         return json.dumps({k: d[k] for k in keys}, indent=1, sort_keys=True)
     return "\n".join(report_text.memory_section(rep) + [""] + report_text.host_section(rep))
 
@@ -114,12 +106,14 @@ def run(args: argparse.Namespace) -> int:
         a, b = args.diff
         result = diff(report_of(a, args), report_of(b, args), a, b)
         print(result.to_json() if args.json else result)
-        return 0
+        return EXIT_NO if result.changed else EXIT_OK
     if not args.source:
         raise InvalidInputError("jitflow inspect needs a SOURCE (FILE.py:NAME, a .so, a cache key) or --diff A B")
+    from ..report.text import render
+
     rep = report_of(args.source, args)
     if args.section:
         print(section(rep, args.section, args.json))
     else:
-        print(rep.to_json(sources=False) if args.json else rep)
-    return 0
+        print(rep.to_json(sources=False) if args.json else render(rep, names="cli"))
+    return EXIT_OK

@@ -1,12 +1,16 @@
-"""The command line: one sub-command per module of this folder, gathered here."""
+"""The command line: one sub-command per module of this folder, gathered here, and the one place that
+turns errors into exit codes (docs/cli.md lists them)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from typing import Sequence
 
 from ..errors import JitflowError
 from . import build, cache, doctor, inspect
+from .exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, for_error
 
 #: each module defines register(subparsers); a sub-command sets `func(args) -> int`.
 COMMAND_MODULES = (build, cache, doctor, inspect)
@@ -15,7 +19,9 @@ COMMAND_MODULES = (build, cache, doctor, inspect)
 def parser() -> argparse.ArgumentParser:
     from .._version import __version__
 
-    p = argparse.ArgumentParser(prog="jitflow", description="Build, cache, inspect and ship TVM libraries.")
+    p = argparse.ArgumentParser(prog="jitflow", description="Build, cache, inspect and ship TVM libraries.",
+                                epilog="Exit status: 0 success, 1 differences or problems found, 2 usage or "
+                                       "input error, 3 the build or another step failed (docs/cli.md).")
     p.add_argument("--version", action="version", version=f"jitflow {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
@@ -27,10 +33,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if not getattr(args, "func", None):
-        p.print_help()
-        return 2
+        p.print_help(sys.stderr)
+        return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()   # a closed pipe shows here, inside the handler, not at exit
+        return code
     except JitflowError as exc:
         print(f"jitflow: error: {exc}", file=sys.stderr)
-        return 1
+        return for_error(exc)
+    except KeyboardInterrupt:
+        print("jitflow: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `jitflow inspect ... | head`: the reader has gone; say nothing more and write nowhere at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE
+    except Exception:   # not bad input (that is a JitflowError): a bug, shown whole so it can be reported
+        traceback.print_exc()
+        print("jitflow: internal error (the traceback above is a bug in jitflow: please report it)",
+              file=sys.stderr)
+        return EXIT_FAILED

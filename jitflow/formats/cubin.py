@@ -7,6 +7,7 @@ record: u8 format (4: a sized value), u8 attribute, u16 size, u32 symbol index, 
 from __future__ import annotations
 
 import io
+import re
 import struct
 from dataclasses import dataclass
 
@@ -59,3 +60,12 @@ def kernels(cubin: bytes) -> dict[str, CubinKernel]:
         return out
     except (ELFError, ValueError, KeyError, struct.error) as exc:
         raise LibraryFormatError(f"a cubin in the fatbin is not readable: {exc}") from None
+
+
+_TOOLKIT = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+)")
+
+
+def toolkit_version(cubin: bytes) -> tuple[int, int] | None:
+    """The CUDA version of the ptxas that wrote the cubin, from its .note.nv.tkinfo note (None if absent)."""
+    m = _TOOLKIT.search(cubin)
+    return (int(m.group(1)), int(m.group(2))) if m else None

@@ -1,11 +1,13 @@
 """What changed between two reports (two schedules, two pass configurations): kernels and their
-launches and resources, device allocations (count and bytes), copies."""
+launches and resources, device allocations (count and bytes), copies, and for Relax models the
+memory of each call and of start-up (model_diff.py)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import model_diff
 from .model import Allocation, Kernel, Report
 from .text import dims, size_text
 
@@ -57,6 +59,8 @@ class ReportDiff:
     allocations_removed: list[Allocation] = field(default_factory=list)
     allocation_changes: list[Change] = field(default_factory=list)
     copy_count: tuple[int | None, int | None] = (None, None)
+    model_changes: list[Change] = field(default_factory=list)
+    model_per_call: tuple[Any, Any] = (None, None)      # each VM function's per-call totals, in a and in b
     kernel_summaries: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -64,7 +68,7 @@ class ReportDiff:
         return bool(self.kernels_added or self.kernels_removed or self.kernel_changes or self.allocations_added
                     or self.allocations_removed or self.allocation_changes
                     or self.allocation_count[0] != self.allocation_count[1]
-                    or self.copy_count[0] != self.copy_count[1])
+                    or self.copy_count[0] != self.copy_count[1] or self.model_changes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +81,7 @@ class ReportDiff:
                             "removed": [a.to_json() for a in self.allocations_removed],
                             "changed": [vars(c) for c in self.allocation_changes]},
             "copies": {"count": list(self.copy_count)},
+            "model": {"per_call": list(self.model_per_call), "changed": [vars(c) for c in self.model_changes]},
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -96,8 +101,11 @@ class ReportDiff:
         lines += [f"  + {_allocation_text(a)}" for a in self.allocations_added]
         lines += [f"  ~ {c.what}: {c.a} -> {c.b}" for c in self.allocation_changes]
         lines.append(f"copies: {count(self.copy_count)}")
+        if self.model_changes:
+            lines.append("model memory:")
+            lines += [f"  ~ {c.what}: {c.a} -> {c.b}" for c in self.model_changes]
         if not self.changed:
-            lines.append("no difference in kernels, launches, allocations or copies")
+            lines.append("no difference in kernels, launches, allocations, copies or model memory")
         return "\n".join(lines)
 
 
@@ -128,4 +136,6 @@ def diff(a: Report, b: Report, a_label: str = "a", b_label: str = "b") -> Report
             if va != vb:
                 out.allocation_changes.append(Change(f"{k[0]} {k[1]} {what}", va, vb))
     out.copy_count = (None if a.copies is None else len(a.copies), None if b.copies is None else len(b.copies))
+    out.model_changes = [Change(*c) for c in model_diff.model_changes(a.model, b.model)]
+    out.model_per_call = (model_diff.per_call(a.model), model_diff.per_call(b.model))
     return out

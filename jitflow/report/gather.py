@@ -15,20 +15,22 @@ from typing import Any
 from ..cache.disk import Cache
 from ..cache.entry import Entry, library_problem, sha256_file, target_of
 from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
-from ..formats import cubin, elf, fatbin, library_blob, ptxas_log, vm_program
+from ..formats import cubin, elf, fatbin, library_blob, ptxas_log
 from ..formats.library_blob import KernelInfo
+from ..runtime import compat
 from ..runtime import load as loader
 from ..target import arch_number, normalize_arch
-from . import device_text, host_code
-from .model import FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts, Report
+from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
+from . import device_text, host_code, model_view
+from .model import Compatibility, FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts, Report
 
 _GLOBAL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\((\d+)[^)]*\)\s+)?(\w+)\s*\(([^)]*)\)\s*\{")
 _NO_HOST = ("launch dimensions, device allocations and copies: decided by the host code compiled into the "
             "library; inspect the module (FILE.py:NAME) or its cache entry to see them")
 _NO_LOG = "spills and static shared memory: ptxas reports them at build time (a cache entry keeps that log)"
 _NO_CUDA = "CUDA source: not embedded (the fatbin holds SASS and PTX only)"
-_NO_VM = ("Relax VM: the tensors the VM allocates as it runs its bytecode are not in the host C; the "
-          "allocations listed are the workspaces of the compiled TIR functions")
+_NO_HOST_MODEL = ("Relax VM without its host C: sizes computed by shape functions, the TIR functions' "
+                  "workspaces and the kernel launches of each call; inspect the module or its cache entry")
 
 
 @dataclass
@@ -51,8 +53,6 @@ def _devices(library: Path, unknown: list[str]) -> list[_Device]:
         return []
     out = []
     modules = library_blob.parse(raw).modules
-    if any(m.kind == vm_program.KIND for m in modules):
-        unknown.append(_NO_VM)
     for index, module in enumerate(modules):
         if module.kind != "cuda":
             continue
@@ -135,33 +135,45 @@ def _library_facts(library: Path, path: str | None) -> LibraryFacts:
                         tuple(facts.exported))
 
 
+def _fatbin_ptx(devices: list[_Device], unknown: list[str]) -> dict[str, str]:
+    """arch -> the PTX text the fatbins ship (decompressed): what a driver JIT-compiles."""
+    readable: dict[str, str] = {}
+    compressed = []
+    for d in devices:
+        for e in d.entries:
+            if e.kind == "ptx":
+                try:
+                    text = device_text.readable_ptx(fatbin.contents(d.data, e))
+                except LibraryFormatError:
+                    text = None
+                if text is None:
+                    compressed.append(e.arch)
+                else:
+                    readable[normalize_arch(e.arch)] = readable.get(normalize_arch(e.arch), "") + text
+    if compressed:
+        unknown.append(f"PTX text: the fatbin stores {', '.join(compressed)} compressed in a format jitflow does "
+                       "not read; the CUDA source is needed to show it")
+    return readable
+
+
 def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[str]) -> device_text.DeviceText:
+    shipped = _fatbin_ptx(devices, unknown)
     with_source = [d for d in devices if d.source is not None]
     if with_source and target and target.get("archs"):
         compiler = target.get("cuda_compiler") or "nvrtc"
         options = target.get("device_options") or []
 
         def make(arch: str) -> str:
+            if arch in shipped:   # the lowest arch: the PTX the fatbin carries, at the floor's ISA
+                return shipped[arch]
             return "\n".join(device_text.ptx_from_source(d.source or "", arch, compiler, options)
                              for d in with_source)
 
         return device_text.DeviceText("PTX", _sorted_archs(target["archs"]), make,
-                                      f"made from the CUDA source by {compiler} on access")
-    readable: dict[str, str] = {}
-    compressed = []
-    for d in devices:
-        for e in d.entries:
-            if e.kind == "ptx":
-                text = device_text.readable_ptx(fatbin.payload(d.data, e))
-                if text is None:
-                    compressed.append(e.arch)
-                else:
-                    readable[normalize_arch(e.arch)] = readable.get(normalize_arch(e.arch), "") + text
-    note = None
-    if compressed:
-        note = f"PTX text: the fatbin stores {', '.join(compressed)} compressed; the CUDA source is needed to show it"
-        unknown.append(note)
-    return device_text.DeviceText("PTX", _sorted_archs(readable), readable.__getitem__, note)
+                                      f"the fatbin's PTX for its lowest arch; made from the CUDA source by "
+                                      f"{compiler} on access for the others")
+    return device_text.DeviceText("PTX", _sorted_archs(shipped), shipped.__getitem__,
+                                  unknown[-1] if unknown and unknown[-1].startswith("PTX text") else None)
 
 
 def _sass(devices: list[_Device], unknown: list[str]) -> device_text.DeviceText:
@@ -177,6 +189,29 @@ def _sass(devices: list[_Device], unknown: list[str]) -> device_text.DeviceText:
         unknown.append(device_text.SASS_MISSING)
     return device_text.DeviceText("SASS", archs, make,
                                   device_text.SASS_MISSING if tool is None else f"disassembled by {tool[0]}")
+
+
+def _fatbin_entries(devices: list[_Device]) -> tuple[FatbinEntry, ...]:
+    return tuple(FatbinEntry(d.index, e.kind, e.arch, e.size, e.isa) for d in devices for e in d.entries)
+
+
+def _compatibility(devices: list[_Device], floor: str | None) -> Compatibility | None:
+    """The SASS and PTX the fatbins carry and the oldest drivers that load them."""
+    fatbins = [d.data for d in devices if d.fmt == "fatbin"]
+    if not fatbins:
+        return None
+    code = compat.device_code_of_fatbins(fatbins)
+    sass_min = CudaVersion(code.sass_toolkit.major, 0) if code.sass and code.sass_toolkit else None
+    ptx_needs = [cuda_for_ptx_isa(parse_isa(isa)) for _, isa in code.ptx]
+    ptx_min = max((n for n in ptx_needs if n is not None), default=None)
+    needs = [v for v in (sass_min, ptx_min) if v is not None]
+    text = lambda v: None if v is None else str(v)  # noqa: E731
+    return Compatibility(code.sass, code.ptx, text(code.sass_toolkit), text(sass_min), text(ptx_min),
+                         text(max(needs) if needs else None), floor)
+
+
+def _floor_of(meta: dict[str, Any]) -> str | None:
+    return ((meta.get("key_inputs") or {}).get("options") or {}).get("cuda_floor")
 
 
 def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str | None = None,
@@ -203,6 +238,9 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
             notes.append(f"{k.name}: never launched by the host code")
     cuda = [d.source for d in devices if d.source is not None]
     ptx, sass = _ptx(devices, target, unknown), _sass(devices, unknown)
+    model = model_view.from_library(library, (target or {}).get("kind"), host, host_c)
+    if model is not None and host is None:
+        unknown.append(_NO_HOST_MODEL)
     return Report(
         origin=origin,
         library=_library_facts(library, str(library) if keep_paths else None),
@@ -212,12 +250,12 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
         kernels=tuple(kernels),
         allocations=tuple(host.allocations) if host else None,
         copies=tuple(host.copies) if host else None,
-        fatbin=tuple(FatbinEntry(d.index, e.kind, e.arch, e.size) for d in devices for e in d.entries),
+        fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, _floor_of(meta)),
         unknown=tuple(unknown), notes=tuple(notes),
         host_c=host_c,
         cuda="\n".join(cuda) if cuda else None,
         host_c_path=str(entry.host_c) if keep_paths and host_c is not None else None,
-        ptx=ptx, sass=sass,
+        ptx=ptx, sass=sass, model=model,
     )
 
 
@@ -247,8 +285,11 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
         if d.fmt != "fatbin":
             notes.append(f"device module {d.index} holds {d.fmt!r}, not a fatbin")
     ptx, sass = _ptx(devices, None, unknown), _sass(devices, unknown)
-    return Report(origin="library", library=facts, key=key, kernels=tuple(kernels),
-                  fatbin=tuple(FatbinEntry(d.index, e.kind, e.arch, e.size) for d in devices for e in d.entries),
+    model = model_view.from_library(library)
+    if model is not None:
+        unknown.append(_NO_HOST_MODEL)
+    return Report(origin="library", library=facts, key=key, kernels=tuple(kernels), model=model,
+                  fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, None),
                   unknown=tuple(unknown), notes=tuple(notes),
                   cuda="\n".join(d.source for d in devices if d.source) or None,
                   ptx=ptx, sass=sass)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import InvalidInputError
 from . import c_expr
 from .c_expr import Expr
+
+if TYPE_CHECKING:
+    from .model_memory import ModelMemory
 
 SCHEMA = "jitflow.inspect/1"
 
@@ -175,6 +178,30 @@ class FatbinEntry:
     kind: str                  # "sass" or "ptx"
     arch: str                  # "sm_90" for SASS, "compute_80" for PTX
     size: int
+    isa: str | None = None     # PTX entries: the PTX ISA, e.g. "9.0"
+
+
+@dataclass(frozen=True)
+class Compatibility:
+    """Which GPUs and drivers the library's device code serves (see docs/shipping.md)."""
+
+    sass: tuple[str, ...]                 # archs with SASS
+    ptx: tuple[tuple[str, str], ...]      # (PTX arch, PTX ISA)
+    sass_toolkit: str | None              # CUDA version of the compiler that wrote the SASS
+    sass_min_driver: str | None           # oldest driver (CUDA version) that runs the SASS
+    ptx_min_driver: str | None            # oldest driver that JIT-compiles the PTX
+    min_driver: str | None                # oldest driver that loads all of it
+    floor: str | None = None              # the CUDA floor the build promised, where known
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sass": list(self.sass), "ptx": [{"arch": a, "isa": i} for a, i in self.ptx],
+                "sass_toolkit": self.sass_toolkit, "sass_min_driver": self.sass_min_driver,
+                "ptx_min_driver": self.ptx_min_driver, "min_driver": self.min_driver, "floor": self.floor}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Compatibility":
+        return cls(tuple(d["sass"]), tuple((p["arch"], p["isa"]) for p in d["ptx"]), d.get("sass_toolkit"),
+                   d.get("sass_min_driver"), d.get("ptx_min_driver"), d.get("min_driver"), d.get("floor"))
 
 
 @dataclass(frozen=True)
@@ -210,6 +237,7 @@ class Report:
     allocations: tuple[Allocation, ...] | None = None
     copies: tuple[Copy, ...] | None = None
     fatbin: tuple[FatbinEntry, ...] = ()
+    compatibility: Compatibility | None = None     # GPUs and drivers the device code serves
     unknown: tuple[str, ...] = ()                  # what this report cannot know, and why
     notes: tuple[str, ...] = ()
     host_c: str | None = field(default=None, repr=False)
@@ -217,9 +245,11 @@ class Report:
     host_c_path: str | None = None
     ptx: Mapping[str, str] = field(default_factory=dict, repr=False)    # arch -> PTX (made on access)
     sass: Mapping[str, str] = field(default_factory=dict, repr=False)   # arch -> SASS (where tools exist)
+    model: ModelMemory | None = None               # a Relax model's memory per call and at start-up
 
     _COMPARED = ("origin", "library", "target", "key", "build", "functions", "symbols", "kernels",
-                 "allocations", "copies", "fatbin", "unknown", "notes", "host_c", "cuda", "host_c_path")
+                 "allocations", "copies", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda",
+                 "host_c_path", "model")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Report) and all(getattr(self, f) == getattr(other, f) for f in self._COMPARED)
@@ -275,9 +305,11 @@ class Report:
                                                               "bytes": totals.bytes.to_json()},
             "copies": None if self.copies is None else [c.to_json() for c in self.copies],
             "fatbin": [asdict(e) for e in self.fatbin],
+            "compatibility": None if self.compatibility is None else self.compatibility.to_json(),
             "unknown": list(self.unknown),
             "notes": list(self.notes),
             "host_c_path": self.host_c_path,
+            "model": None if self.model is None else self.model.to_json(),
         }
         if sources:
             out["sources"] = {"host_c": self.host_c, "cuda": self.cuda}
@@ -289,6 +321,8 @@ class Report:
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any]) -> "Report":
         """Read back what to_json wrote (PTX and SASS are not part of the JSON)."""
+        from .model_memory import ModelMemory
+
         d = json.loads(text) if isinstance(text, str) else dict(text)
         if d.get("schema") != SCHEMA:
             raise InvalidInputError(f"not a jitflow inspect report (schema {d.get('schema')!r}, expected {SCHEMA})")
@@ -305,7 +339,9 @@ class Report:
             else tuple(Allocation.from_json(a) for a in d["allocations"]),
             copies=None if d.get("copies") is None else tuple(Copy.from_json(c) for c in d["copies"]),
             fatbin=tuple(FatbinEntry(**e) for e in d.get("fatbin", ())),
+            compatibility=Compatibility.from_json(d["compatibility"]) if d.get("compatibility") else None,
             unknown=tuple(d.get("unknown", ())), notes=tuple(d.get("notes", ())),
             host_c=sources.get("host_c"), cuda=sources.get("cuda"), host_c_path=d.get("host_c_path"),
+            model=None if d.get("model") is None else ModelMemory.from_json(d["model"]),
         )
 

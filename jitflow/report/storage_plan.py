@@ -8,18 +8,14 @@ anything (it reads the library file, so it works in a runtime-only TVM install).
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import library_blob, vm_program
-from ..formats.vm_program import VOID, DType, Shape, TensorConstant, VMProgram
-
-ALLOC_STORAGE = "vm.builtin.alloc_storage"
-ALLOC_TENSOR = "vm.builtin.alloc_tensor"
-MAKE_SHAPE = "vm.builtin.make_shape"
+from ..formats.vm_program import TensorConstant, VMProgram
+from . import vm_bytecode
 
 
 @dataclass(frozen=True)
@@ -106,67 +102,13 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
-def _const(program: VMProgram, arg: vm_program.Arg) -> Any:
-    if arg.kind == "const" and 0 <= arg.value < len(program.constants):
-        return program.constants[arg.value]
-    if arg.kind == "imm":
-        return arg.value
-    return None  # a register: known at run time only
-
-
-def _made_shape(args: tuple[vm_program.Arg, ...]) -> tuple[int | None, ...] | None:
-    """make_shape(heap, ndim, code, value, ...): code 0 is an immediate, 1 a value from the shape heap."""
-    if len(args) < 2 or args[1].kind != "imm" or len(args) != 2 + 2 * args[1].value:
-        return None
-    pairs = zip(args[2::2], args[3::2])
-    return tuple(v.value if c.kind == "imm" and c.value == 0 and v.kind == "imm" else None for c, v in pairs)
-
-
 def _function_plan(program: VMProgram, name: str) -> list[Storage]:
-    blocks: list[dict[str, Any]] = []
-    storage_of: dict[int, int] = {}   # register -> block holding the storage object
-    tensor_in: dict[int, int] = {}    # register -> block the tensor in it lives in
-    shapes: dict[int, tuple[int | None, ...] | None] = {}  # register -> shape built by make_shape
-    output: set[int] = set()
-    for instr in program.code(name):
-        if instr.op == "ret":
-            if instr.dst in tensor_in:
-                output.add(tensor_in[instr.dst])
-            continue
-        if instr.op != "call":
-            continue
-        callee = program.functions[instr.func].name if 0 <= instr.func < len(program.functions) else ""
-        if instr.dst != VOID:  # the register is written: whatever it held is gone
-            storage_of.pop(instr.dst, None)
-            tensor_in.pop(instr.dst, None)
-            shapes.pop(instr.dst, None)
-        if callee == MAKE_SHAPE:
-            shapes[instr.dst] = _made_shape(instr.args)
-        elif callee == ALLOC_STORAGE and len(instr.args) >= 4:
-            shape, device, dtype = (_const(program, a) for a in instr.args[1:4])
-            scope = _const(program, instr.args[4]) if len(instr.args) > 4 else "global"
-            size = math.prod(shape.dims) * dtype.itemsize if isinstance(shape, Shape) and \
-                isinstance(dtype, DType) else None
-            storage_of[instr.dst] = len(blocks)
-            blocks.append({"size": size, "dtype": str(dtype) if dtype is not None else "?",
-                           "scope": scope if isinstance(scope, str) else "global",
-                           "device": device if isinstance(device, int) else 0, "tensors": []})
-        elif callee == ALLOC_TENSOR and len(instr.args) >= 4 and instr.args[0].kind == "reg":
-            block = storage_of.get(instr.args[0].value)
-            if block is None:
-                continue
-            offset, shape, dtype = (_const(program, a) for a in instr.args[1:4])
-            if isinstance(shape, Shape):
-                dims = shape.dims
-            else:
-                dims = shapes.get(instr.args[2].value) if instr.args[2].kind == "reg" else None
-            blocks[block]["tensors"].append(PlacedTensor(
-                dims,
-                str(dtype) if isinstance(dtype, DType) else None,
-                offset if isinstance(offset, int) else None))
-            tensor_in[instr.dst] = block
-    return [Storage(name, i, b["size"], b["dtype"], b["scope"], b["device"], tuple(b["tensors"]), i in output)
-            for i, b in enumerate(blocks)]
+    walk = vm_bytecode.walk(program, name, ("device",))
+    return [Storage(name, i, b.size.value if b.size is not None else None, b.dtype, b.scope, b.device_index,
+                    tuple(PlacedTensor(None if t.dims is None else tuple(d.value if d is not None else None
+                                                                         for d in t.dims), t.dtype, t.offset)
+                          for t in b.tensors), b.holds_output)
+            for i, b in enumerate(walk.blocks)]
 
 
 def plan(program: VMProgram) -> StoragePlan:

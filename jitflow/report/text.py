@@ -1,14 +1,12 @@
 """The plain-text form of a Report: a summary, then one table per section (kernels, memory)."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .c_expr import Expr
 
 if TYPE_CHECKING:
-    from .model import Kernel, Report
+    from .model import Compatibility, Kernel, Report
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], indent: str = "  ") -> list[str]:
@@ -75,11 +73,25 @@ def header(rep: Report) -> list[str]:
     if exported:
         lines.append(f"exported functions: {', '.join(exported)}")
     if rep.fatbin:
-        parts = [f"{e.kind} {e.arch} ({e.size} B)" for e in rep.fatbin]
-        lines.append(f"fatbin: {', '.join(parts)}")
+        parts = [f"{e.kind} {e.arch}" + (f" ISA {e.isa}" if e.isa else "") + f" ({e.size} B)" for e in rep.fatbin]
+        lines.append(f"fatbin: {', '.join(parts)}; {sum(e.size for e in rep.fatbin)} B in all")
+    if rep.compatibility:
+        lines.append(compatibility_line(rep.compatibility))
     if rep.symbols:
         lines.append("symbols: " + ", ".join(f"{k} = {v}" for k, v in rep.symbols.items()))
     return lines
+
+
+def compatibility_line(c: Compatibility) -> str:
+    """'runs on: SASS sm_80, sm_90 (CUDA 13.5, driver >= 13.0); PTX compute_80 ISA 9.0 (driver >= 13.0); ...'"""
+    parts = []
+    if c.sass:
+        built = f"CUDA {c.sass_toolkit}, " if c.sass_toolkit else ""
+        parts.append(f"SASS {', '.join(c.sass)} ({built}driver >= {c.sass_min_driver or '?'})")
+    for arch, isa in c.ptx:
+        parts.append(f"PTX {arch} ISA {isa} (driver >= {c.ptx_min_driver or 'any'})")
+    floor = f", CUDA floor {c.floor}" if c.floor else ""
+    return f"runs on: {'; '.join(parts)}; needs a driver of CUDA >= {c.min_driver or '?'}{floor}"
 
 
 def kernels_section(rep: Report) -> list[str]:
@@ -109,6 +121,10 @@ def kernels_section(rep: Report) -> list[str]:
 
 
 def memory_section(rep: Report) -> list[str]:
+    if rep.model is not None:
+        from .model_text import model_section
+
+        return model_section(rep.model) + (_host_copies(rep) if rep.copies else [])
     if rep.allocations is None:
         return ["allocations: unknown (no host code)", "copies: unknown (no host code)"]
     totals = rep.allocation_totals
@@ -125,12 +141,17 @@ def memory_section(rep: Report) -> list[str]:
     if rep.copies is None:
         out.append("copies: unknown (no host code)")
     elif rep.copies:
-        out.append(f"copies ({len(rep.copies)}):")
-        out += table(["function", "call", "direction", "at", "args"],
-                     [[c.function, c.call, c.direction, _where(rep, c.line), ", ".join(c.args)] for c in rep.copies])
+        out += _host_copies(rep)
     else:
         out.append("copies: none (the generated code copies no data between host and device)")
     return out
+
+
+def _host_copies(rep: Report) -> list[str]:
+    copies = rep.copies or ()
+    return [f"copies in the host code ({len(copies)}):"] + table(
+        ["function", "call", "direction", "at", "args"],
+        [[c.function, c.call, c.direction, _where(rep, c.line), ", ".join(c.args)] for c in copies])
 
 
 def host_section(rep: Report) -> list[str]:
@@ -157,7 +178,15 @@ def host_section(rep: Report) -> list[str]:
     return out
 
 
-def render(rep: Report) -> str:
+#: How the sources are named: as attributes of the report (Python) or as `jitflow inspect` options.
+_SOURCE_NAMES = {"python": {"host": "rep.host_c", "cuda": "rep.cuda", "ptx": "rep.ptx[{}]", "sass": "rep.sass[{}]"},
+                 "cli": {"host": "--section host", "cuda": "--section cuda", "ptx": "--section ptx ({})",
+                         "sass": "--section sass ({})"}}
+
+
+def render(rep: Report, names: str = "python") -> str:
+    """The report as text; `names` "cli" names its sources as `jitflow inspect` options."""
+    said = _SOURCE_NAMES[names]
     lines = [f"jitflow inspect: {rep.origin}" + (f" {rep.key[:12]}" if rep.key else "")]
     lines += header(rep)
     for section in (host_section(rep), kernels_section(rep), memory_section(rep)):
@@ -165,14 +194,14 @@ def render(rep: Report) -> str:
             lines += [""] + section
     sources = []
     if rep.host_c is not None:
-        sources.append(f"rep.host_c ({len(rep.host_c.splitlines())} lines"
+        sources.append(f"{said['host']} ({len(rep.host_c.splitlines())} lines"
                        + (f", {rep.host_c_path})" if rep.host_c_path else ")"))
     if rep.cuda is not None:
-        sources.append(f"rep.cuda ({len(rep.cuda.splitlines())} lines)")
+        sources.append(f"{said['cuda']} ({len(rep.cuda.splitlines())} lines)")
     if len(rep.ptx):
-        sources.append(f"rep.ptx[{', '.join(rep.ptx)}]")
+        sources.append(said["ptx"].format(", ".join(rep.ptx)))
     if len(rep.sass):
-        sources.append(f"rep.sass[{', '.join(rep.sass)}]")
+        sources.append(said["sass"].format(", ".join(rep.sass)))
     if sources:
         lines += ["", "sources: " + "; ".join(sources)]
     if rep.notes:

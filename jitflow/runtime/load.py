@@ -107,27 +107,30 @@ def ensure_cuda_backend() -> None:
                 raise LoadError(f"cannot load TVM's CUDA backend: {first}; {hint}") from None
 
 
-def load_library(source: str | os.PathLike | LibraryFile, cuda: bool | None = None) -> Any:
+def load_library(source: str | os.PathLike | LibraryFile, cuda: bool | None = None, device_query: Any = None,
+                 device_index: int = 0) -> Any:
     """Load a library built by jitflow (or TVM); `cuda` skips looking for device code when known.
 
     `source` is a path or a LibraryFile held open by the cache. Either way the file is checked
     (whole, for this machine's CPU, a TVM library) and loaded through one open descriptor: a name
     changed in between is never what gets loaded. A bad file is a LoadError that says which.
+    A CUDA library is also checked against GPU `device_index` and its driver (as `device_query`,
+    a runtime.compat.DeviceQuery, reports them; default the CUDA driver): LoadError if it cannot run.
     """
     import tvm  # noqa: F401  (registers the runtime's loaders)
 
     if isinstance(source, LibraryFile):
-        return _load_open(source, cuda)
+        return _load_open(source, cuda, device_query, device_index)
     path = os.fspath(source)
     try:
         opened = LibraryFile.open(path)
     except OSError as exc:
         raise LoadError(f"no library at {path}: {exc.strerror}") from None
     with opened:
-        return _load_open(opened, cuda)
+        return _load_open(opened, cuda, device_query, device_index)
 
 
-def _load_open(library: LibraryFile, cuda: bool | None) -> Any:
+def _load_open(library: LibraryFile, cuda: bool | None, device_query: Any, device_index: int) -> Any:
     import tvm_ffi
 
     try:
@@ -139,6 +142,9 @@ def _load_open(library: LibraryFile, cuda: bool | None) -> Any:
     if cuda is None:
         cuda = needs_cuda(library.fd)
     if cuda:
+        from .compat import check_library
+
+        check_library(library, device_query, device_index)
         ensure_cuda_backend()
     try:
         with library.loader_path() as name:

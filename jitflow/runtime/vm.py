@@ -34,11 +34,24 @@ def device_of(device: Any, cuda: bool) -> Any:
         raise InvalidInputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'") from None
 
 
+#: the VirtualMachine's allocators: pooled reuses freed blocks (TVM's default), naive allocates each time
+MEMORY_CFGS = ("pooled", "naive")
+
+
+def check_memory_cfg(memory_cfg: Any) -> None:
+    """Refuse a memory_cfg that TVM's VirtualMachine does not know (a name, or a dict of device -> name)."""
+    names = list(memory_cfg.values()) if isinstance(memory_cfg, dict) else [memory_cfg]
+    if any(n is not None and n not in MEMORY_CFGS for n in names):
+        raise InvalidInputError(f"memory_cfg must be one of {', '.join(map(repr, MEMORY_CFGS))}, a dict of "
+                                f"device to one of them, or None (pooled), not {memory_cfg!r}")
+
+
 def virtual_machine(module: Any, device: Any = None, cuda: bool = False, memory_cfg: str | None = None) -> Any:
     """tvm.runtime.vm.VirtualMachine over a loaded VM library; checks the device fits the library."""
     import tvm
     from tvm.runtime.vm import VirtualMachine
 
+    check_memory_cfg(memory_cfg)
     if module.kind != KIND:
         raise InvalidInputError("this library holds kernels, not a Relax VM: call its functions by name "
                                 "(exe['name'] or jitflow.load(path)['name'])")
@@ -54,16 +67,32 @@ def virtual_machine(module: Any, device: Any = None, cuda: bool = False, memory_
         raise LoadError(f"cannot start a VirtualMachine on {dev}: {exc}") from None
 
 
-def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | None = None) -> Any:
+def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | None = None,
+            device_query: Any = None) -> Any:
     """Load an exported Relax library into a VirtualMachine on `device` (TVM runtime only).
 
     device: a tvm Device, "cpu", "cuda", "cuda:1" or a torch.device; by default the first GPU
     for a library with CUDA code, else the CPU. memory_cfg: "pooled" (TVM's default) or "naive".
+    device_query: how that GPU and its driver are found (runtime.compat; default the CUDA driver).
     """
     from .load import load_library, needs_cuda
 
+    check_memory_cfg(memory_cfg)
     path = Path(path).expanduser()
     if not path.is_file():
         raise LoadError(f"no library at {path}")
     cuda = needs_cuda(path)
-    return virtual_machine(load_library(path, cuda=cuda), device, cuda, memory_cfg)
+    index = _gpu_index(device) if cuda else 0
+    return virtual_machine(load_library(path, cuda=cuda, device_query=device_query, device_index=index),
+                           device, cuda, memory_cfg)
+
+
+def _gpu_index(device: Any) -> int:
+    """The GPU number `device` names ("cuda:1", a torch.device, a tvm Device), 0 where it names none."""
+    if isinstance(device, str):
+        tail = device.rsplit(":", 1)[1] if ":" in device else ""
+        return int(tail) if tail.isdigit() else 0
+    index = getattr(device, "index", None)       # torch.device
+    if index is None:
+        index = getattr(device, "device_id", None)   # tvm Device
+    return index if isinstance(index, int) else 0

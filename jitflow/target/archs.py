@@ -1,4 +1,12 @@
-"""CUDA archs: the spellings jitflow accepts, their order, and the GPU this machine has."""
+"""CUDA archs: the spellings jitflow accepts, their order, and the GPU this machine has.
+
+An arch is written sm_XY, with an `a` or `f` suffix for arch-specific features (sm_90a). These
+spellings are read as the same arch, everywhere an arch is taken (arch=, a target's "arch",
+--arch, rep.ptx[...]) and so give the same cache key: any case (SM_90), the bare number (90,
+"90") or capability ("9.0"), and compute_90. A build holds SASS for every arch and PTX for the
+lowest, so compute_90 (a virtual arch, PTX only) gets the sm_90 library, which is a superset of
+it. Anything else (sm90, hopper, sm_9O) is a TargetError that shows the form.
+"""
 from __future__ import annotations
 
 import re
@@ -10,7 +18,7 @@ _ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
 
 def normalize_arch(arch: Any) -> str:
-    """'sm_90', '90', 90, '9.0' or 'sm_90a' -> 'sm_90' / 'sm_90a'; anything else is a TargetError."""
+    """'sm_90', 'SM_90', '90', 90, '9.0', 'compute_90' -> 'sm_90' ('sm_90a' stays); else a TargetError."""
     text = str(arch).strip().lower()
     if re.fullmatch(r"\d\.\d", text):
         text = text.replace(".", "")
@@ -35,7 +43,7 @@ def normalize_archs(arch: Any) -> tuple[str, ...]:
     items: Iterable[Any] = [arch] if isinstance(arch, (str, int)) else arch
     archs = sorted({normalize_arch(a) for a in items}, key=lambda a: (arch_number(a), a))
     if not archs:
-        raise TargetError("arch= is empty; give at least one CUDA arch such as 'sm_90'")
+        raise TargetError("the list of CUDA archs is empty; give at least one, such as 'sm_90'")
     return tuple(archs)
 
 
@@ -60,3 +68,29 @@ def visible_gpu_arch() -> str | None:
         return f"sm_{major}{minor}"
     except Exception:  # a broken driver install must not break target resolution
         return None
+
+
+#: arch="portable": SASS for each GPU generation the compiler supports, PTX for the oldest.
+PORTABLE = "portable"
+
+
+def is_portable(arch: Any) -> bool:
+    """Whether arch= asks for the portable preset ('portable', or a list holding only it)."""
+    if isinstance(arch, str):
+        return arch.strip().lower() == PORTABLE
+    return isinstance(arch, (list, tuple)) and len(arch) == 1 and is_portable(arch[0])
+
+
+def portable_archs(supported: Iterable[str]) -> tuple[str, ...]:
+    """The lowest arch of each major compute capability among `supported` (the compiler's SASS archs,
+    without the 'a'/'f' variants): SASS of sm_X0 runs on every sm_XY GPU of that generation."""
+    lowest: dict[int, str] = {}
+    for arch in supported:
+        m = _ARCH_RE.match(arch)
+        if not m or m.group(2):
+            continue
+        number = int(m.group(1))
+        major = number // 10
+        if major not in lowest or number < arch_number(lowest[major]):
+            lowest[major] = arch
+    return tuple(lowest[k] for k in sorted(lowest))

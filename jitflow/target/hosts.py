@@ -47,8 +47,10 @@ def normalize(host: Any) -> str:
     parts[0] = _ARCH_ALIASES.get(parts[0], parts[0])
     triple = "-".join(parts)
     if triple not in SUPPORTED_HOSTS:
+        guess = f"{parts[0]}-linux-gnu"
+        hint = f"; did you mean {guess!r}?" if len(parts) == 1 and guess in SUPPORTED_HOSTS else ""
         raise TargetError(f"unsupported host {host!r}; supported hosts: {_supported()} "
-                          "(Linux with glibc 2.17 or newer)")
+                          f"(Linux with glibc 2.17 or newer){hint}")
     return triple
 
 

@@ -1,23 +1,86 @@
-"""CUDA source -> fatbin with the compiler the user chose (NVRTC by default, or nvcc)."""
+"""CUDA source -> fatbin with the compiler the user chose (NVRTC by default, or nvcc), for a CUDA floor."""
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
+
+from ..target.archs import is_portable, portable_archs
+from ..target.cuda_floor import CudaVersion
+from . import ptx_floor
 
 
 def compile_fatbin(source_path: Path, archs: Sequence[str], compiler: str, options: Sequence[str] = (),
-                   on_arch: Callable[[str, float], None] | None = None) -> tuple[bytes, str]:
-    """Fatbin with SASS for every arch and PTX for the lowest, plus the compiler's log."""
-    if compiler == "nvcc":
-        import time
+                   on_arch: Callable[[str, float], None] | None = None,
+                   floor: CudaVersion | None = None) -> tuple[bytes, str]:
+    """Fatbin with SASS for every arch and PTX for the lowest, plus the compiler's log.
 
+    floor: the fatbin's PTX is brought to an ISA the driver of that CUDA version JIT-compiles, and
+    the PTX ISA is then read back from the fatbin itself and checked.
+    """
+    if compiler == "nvcc":
         from . import nvcc
 
         start = time.perf_counter()
         data, log = nvcc.compile_fatbin(source_path, archs, options)
+        if floor is not None:
+            data = ptx_floor.fatbin_to_floor(data, floor, source_path)
         if on_arch:
             on_arch("+".join(archs), time.perf_counter() - start)
-        return data, log
+    else:
+        from . import nvrtc
+
+        data, log = nvrtc.compile_fatbin(source_path.read_text(), archs, options, source_path, on_arch, floor)
+    if floor is not None:
+        found = ptx_floor.check_fatbin(data, floor, source_path)
+        log += "".join(f"\n== PTX {arch}: ISA {isa} (CUDA floor {floor}) ==" for arch, isa in found)
+    return data, log
+
+
+def compiler_version(compiler: str) -> CudaVersion:
+    """The CUDA version of the device compiler: the NVRTC wheel's, or nvcc's release."""
+    if compiler == "nvcc":
+        from . import nvcc
+
+        m = re.search(r"(?:release |cuda_)(\d+)\.(\d+)", nvcc.version())
+        return CudaVersion(int(m.group(1)), int(m.group(2))) if m else CudaVersion(0, 0)
     from . import nvrtc
 
-    return nvrtc.compile_fatbin(source_path.read_text(), archs, options, source_path, on_arch)
+    return nvrtc.cuda_version()
+
+
+def default_floor(compiler: str) -> CudaVersion:
+    """The oldest driver of the compiler's CUDA major version: 13.0 for NVRTC 13.5.
+
+    For NVRTC the major version is read from the wheel's metadata (no library is loaded: this runs
+    on every jitflow.compile, cache hits included).
+    """
+    if compiler != "nvcc":
+        from . import nvrtc
+
+        m = re.search(r"nvidia-cuda-nvrtc==(\d+)\.", nvrtc.version())
+        if m:
+            return CudaVersion(int(m.group(1)), 0)
+    return CudaVersion(compiler_version(compiler).major, 0)
+
+
+def expand_archs(arch: Any, compiler: str) -> Any:
+    """arch= as given, or for "portable" the lowest arch of each GPU generation the compiler supports."""
+    if arch is None or not is_portable(arch):
+        return arch
+    return list(portable_archs(supported_archs(compiler)))
+
+
+def supported_archs(compiler: str) -> tuple[str, ...]:
+    """The SASS archs the device compiler builds ('sm_75', ...)."""
+    if compiler == "nvcc":
+        import subprocess
+
+        from .nvcc import find_nvcc
+
+        out = subprocess.run([find_nvcc(), "--list-gpu-code"], capture_output=True, text=True, check=False).stdout
+        return tuple(dict.fromkeys(re.findall(r"\bsm_\d+\b", out)))
+    from . import nvrtc
+
+    return nvrtc.supported_archs()

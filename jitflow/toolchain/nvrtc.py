@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import CompileError, ToolMissingError
-from . import cccl_shim, dist_info
+from ..target.cuda_floor import CudaVersion
+from . import cccl_shim, dist_info, fatbin_build, ptx_floor
 from .cuda_flags import DEFINES, PTXAS
 
 log = logging.getLogger("jitflow")
@@ -91,32 +92,44 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+def supported_archs() -> tuple[str, ...]:
+    """The SASS archs this NVRTC compiles for ('sm_75', 'sm_80', ...)."""
+    nvrtc, _ = _bindings()
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    _check((err,), "nvrtcGetSupportedArchs")
+    return tuple(f"sm_{a}" for a in archs)
+
+
+def cuda_version() -> CudaVersion:
+    """The CUDA version of the installed NVRTC (13.5 for the 13.5 wheel)."""
+    nvrtc, _ = _bindings()
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check((err,), "nvrtcVersion")
+    return CudaVersion(major, minor)
+
+
 def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (),
                    source_path: Path | None = None,
-                   on_arch: Callable[[str, float], None] | None = None) -> tuple[bytes, str]:
-    """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log)."""
-    _, nvfatbin = _bindings()
-    handle = nvfatbin.create([], 0)
-    logs = []
-    try:
-        for i, arch in enumerate(archs):
-            start = time.perf_counter()
-            cubin, ptx, text = _compile_one(source, arch, options, source_path)
-            logs.append(f"== {arch} ==\n{text}")
-            sm = arch[len("sm_"):]
-            nvfatbin.add_cubin(handle, cubin, len(cubin), sm, f"kernels_{arch}")
-            if i == 0:
-                nvfatbin.add_ptx(handle, ptx, len(ptx), sm, f"kernels_{arch}", "")
-            if on_arch:
-                on_arch(arch, time.perf_counter() - start)
-        size = nvfatbin.size(handle)
-        out = bytearray(size)
-        nvfatbin.get(handle, out)
-        return bytes(out), "\n".join(logs)
-    except CompileError:
-        raise
-    except Exception as exc:  # nvfatbin raises its own error type
-        raise CompileError("nvfatbin", "nvfatbin create/add/get", str(exc), source_path) from None
-    finally:
-        nvfatbin.destroy(handle)
+                   on_arch: Callable[[str, float], None] | None = None,
+                   floor: CudaVersion | None = None) -> tuple[bytes, str]:
+    """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log).
 
+    floor: the PTX is brought to an ISA the driver of that CUDA version JIT-compiles (ptx_floor.py).
+    """
+    images = []
+    logs = []
+    for i, arch in enumerate(archs):
+        start = time.perf_counter()
+        cubin, ptx, text = _compile_one(source, arch, options, source_path)
+        logs.append(f"== {arch} ==\n{text}")
+        images.append(fatbin_build.Image("sass", arch, cubin))
+        if i == 0:
+            if floor is not None:
+                ptx = ptx_floor.to_floor(ptx.rstrip(b"\0"), arch, floor, source_path)
+            images.append(fatbin_build.Image("ptx", "compute_" + arch[len("sm_"):], ptx))
+        if on_arch:
+            on_arch(arch, time.perf_counter() - start)
+    try:
+        return fatbin_build.build(images), "\n".join(logs)
+    except CompileError as exc:
+        raise CompileError(exc.tool, exc.command, exc.log, source_path) from None

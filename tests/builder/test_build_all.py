@@ -1,11 +1,13 @@
 """build_all: many executables in parallel processes, per-item results, failures isolated."""
 from __future__ import annotations
 
+import kernels
 import numpy as np
+import pytest
 import tvm
 
 import jitflow
-import kernels
+from jitflow.errors import InvalidInputError
 
 
 def test_build_all_builds_in_parallel_and_reports_each(cache_dir):
@@ -28,3 +30,15 @@ def test_build_all_second_time_is_all_hits(cache_dir):
     jitflow.build_all(exes, jobs=2)
     again = jitflow.build_all([jitflow.compile(kernels.axpb(600.0 + i), "c") for i in range(2)], jobs=2)
     assert [r.outcome for r in again] == ["hit", "hit"]
+
+
+def test_build_all_refuses_what_it_cannot_build_before_building(cache_dir):
+    exe = jitflow.compile(kernels.axpb(650.0), "c")
+    with pytest.raises(InvalidInputError, match="item 1 is a str, not an Executable"):
+        jitflow.build_all([exe, "x"])
+    with pytest.raises(InvalidInputError, match="a list of Executables.*not Executable"):
+        jitflow.build_all(exe)
+    for jobs in (0, -2, 1.5, True):
+        with pytest.raises(InvalidInputError, match="jobs must be a whole number"):
+            jitflow.build_all([exe], jobs=jobs)
+    assert exe.build_info is None and not list((cache_dir / "v1" / "entries").glob("*/*"))

@@ -1,96 +1,224 @@
-"""The command line against a temporary cache: output and effects of each command."""
+"""The cache, doctor and warm commands through the real CLI: text, JSON, exit codes, messages.
+
+One cache with a CPU entry for this machine and one for aarch64 is built once for the module;
+tests that change a cache work on a copy of it.
+"""
 from __future__ import annotations
 
+import json
 import os
-import subprocess
-import sys
+import re
 import time
 
-import jitflow
+import pytest
+from cli_run import build_entries, cache_env, copy_cache, entry_folder, jf, no_traceback
+from redis_server import RedisServer, redis_missing, required_in_ci
 
-import kernels
-from conftest import ROOT, TESTS
-
-
-def jf(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT)]), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "jitflow", *args], capture_output=True, text=True, env=full,
-                          input=stdin, timeout=300)
-
-
-def _fill(count: int) -> list[jitflow.Executable]:
-    exes = [jitflow.compile(kernels.axpb(100.0 + i), "c") for i in range(count)]
-    for exe in exes:
-        exe.jit()
-    return exes
+BUILD = """
+    import jitflow, kernels
+    exes = [jitflow.compile(kernels.axpb(801.0), "c"),
+            jitflow.compile(kernels.axpb(802.0), "c", host="aarch64-linux-gnu")]
+    assert all(r.ok for r in jitflow.build_all(exes, jobs=1))
+    print(*(exe.key for exe in exes))
+"""
 
 
-def test_help_lists_every_command():
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, zig_cache):
+    """(env, cache folder, [x86-64 key, aarch64 key]) of a cache built once for these tests."""
+    cache = tmp_path_factory.mktemp("cli") / "cache"
+    env = cache_env(cache, zig_cache)
+    keys = build_entries(env, BUILD)
+    return env, cache, keys
+
+
+@pytest.fixture
+def scratch(built, tmp_path):
+    """A copy of the built cache to prune or clear: (env, cache folder, keys)."""
+    env, cache, keys = built
+    copy = copy_cache(cache, tmp_path / "cache")
+    return dict(env, JITFLOW_CACHE_DIR=str(copy)), copy, keys
+
+
+def _age(cache, key, seconds_ago):
+    entry, t = entry_folder(cache, key), time.time() - seconds_ago
+    os.utime(entry / "last_used", (t, t))
+    os.utime(entry, (t, t))   # published long ago: past the grace period
+
+
+def test_version():
+    out = jf("--version")
+    assert out.returncode == 0 and re.fullmatch(r"jitflow \d+\.\d+\.\d+\S*\n", out.stdout)
+
+
+def test_help_lists_every_command_and_the_exit_codes():
     out = jf("--help").stdout
-    for command in ("build", "cache", "doctor", "warm"):
+    for command in ("build", "cache", "doctor", "inspect", "warm"):
         assert command in out
+    assert "Exit status" in out
 
 
-def test_cache_ls_and_info(cache_dir):
-    exes = _fill(2)
-    listing = jf("cache", "ls").stdout.splitlines()
-    assert listing[0].split()[:3] == ["key", "functions", "target"]
-    assert sorted(line.split()[0] for line in listing[1:]) == sorted(e.key[:12] for e in exes)
-    assert all(" main " in line and " c " in line for line in listing[1:])
-    info = jf("cache", "info").stdout
-    assert f"location:  {cache_dir / 'v1'}" in info and "entries:   2" in info and "cap:" in info
+def test_cache_ls_shows_hosts_aligned_in_binary_units(built):
+    env, _, (x86, arm) = built
+    out = jf("cache", "ls", env=env)
+    assert out.returncode == 0, out.stderr
+    header, *rows = out.stdout.splitlines()
+    assert header.split()[:4] == ["key", "functions", "target", "host"]
+    assert {r.split()[0]: r.split()[3] for r in rows} == {x86[:12]: "x86_64-linux-gnu", arm[:12]: "aarch64-linux-gnu"}
+    for name in ("functions", "target", "host", "created"):   # columns start where their heading does
+        assert {r[header.index(name) - 1] for r in rows} == {" "} and all(r[header.index(name)] != " " for r in rows)
+    assert all(re.search(r"\d\.\d KiB ", r) for r in rows) and " KB " not in out.stdout
 
 
-def test_cache_prune_older_than_and_max_size(cache_dir):
-    old, mid, new = _fill(3)
-    now = time.time()
-    for exe, age in ((old, 40 * 86400), (mid, 5 * 86400), (new, 0)):
-        entry = cache_dir / "v1" / "entries" / exe.key[:2] / exe.key
-        os.utime(entry / "last_used", (now - age, now - age))
-        os.utime(entry, (now - age, now - age))  # published long ago: past the grace period
-    out = jf("cache", "prune", "--older-than", "30d").stdout
-    assert "removed 1 entries" in out
-    remaining = {line.split()[0] for line in jf("cache", "ls").stdout.splitlines()[1:]}
-    assert remaining == {mid.key[:12], new.key[:12]}
-    # a cap smaller than one entry removes the least recently used one first; the newest is in its grace period
-    assert "removed 1 entries" in jf("cache", "prune", "--max-size", "1KB").stdout
-    assert {line.split()[0] for line in jf("cache", "ls").stdout.splitlines()[1:]} == {new.key[:12]}
+def test_cache_ls_json(built):
+    env, cache, (x86, arm) = built
+    d = json.loads(jf("cache", "ls", "--json", env=env).stdout)
+    assert d["schema"] == "jitflow.cache-ls/1" and d["location"] == str(cache)
+    by_key = {e["key"]: e for e in d["entries"]}
+    assert set(by_key) == {x86, arm}
+    e = by_key[arm]
+    assert (e["host"], e["kind"], e["archs"], e["functions"], e["readable"]) == ("aarch64-linux-gnu", "c", [], ["main"],
+                                                                                True)
+    assert e["size"] == sum(f.stat().st_size for f in entry_folder(cache, arm).rglob("*") if f.is_file())
+    assert e["path"] == str(entry_folder(cache, arm)) and e["last_used"] >= e["created"] > 0
 
 
-def test_cache_clear_asks_unless_yes(cache_dir):
-    _fill(2)
-    refused = jf("cache", "clear")  # no terminal, no --yes
-    assert refused.returncode == 2 and "--yes" in refused.stderr
-    assert "entries:   2" in jf("cache", "info").stdout
-    assert "removed 2 entries" in jf("cache", "clear", "--yes").stdout
-    assert "entries:   0" in jf("cache", "info").stdout
+def test_cache_info_counts_zig_and_shows_hosts_with_the_option_anywhere(built, zig_cache):
+    env, cache, _ = built
+    elsewhere = dict(env, JITFLOW_CACHE_DIR=str(cache.parent / "elsewhere"))   # the option wins over the variable
+    after = jf("cache", "info", "--cache-dir", str(cache), env=elsewhere)
+    before = jf("cache", "--cache-dir", str(cache), "info", env=elsewhere)
+    assert after.returncode == before.returncode == 0 and after.stdout == before.stdout
+    lines = dict(line.split(":", 1) for line in after.stdout.splitlines())
+    assert lines["location"].strip() == str(cache) and lines["enabled"].strip() == "yes"
+    assert lines["entries"].strip().startswith("2 (") and "KiB" in lines["entries"]
+    assert "x86_64-linux-gnu 1" in lines["hosts"] and "aarch64-linux-gnu 1" in lines["hosts"]
+    assert str(zig_cache) in lines["zig cache"] and "MiB" in lines["zig cache"]
+    assert len({len(line) - len(line.split(":", 1)[1].lstrip()) for line in after.stdout.splitlines()}) == 1
+    d = json.loads(jf("cache", "info", "--json", env=env).stdout)
+    assert d["schema"] == "jitflow.cache-info/1" and d["entries"] == 2 and d["problem"] is None
+    assert {h: v["entries"] for h, v in d["hosts"].items()} == {"x86_64-linux-gnu": 1, "aarch64-linux-gnu": 1}
+    zig_bytes = sum(f.stat().st_size for f in zig_cache.rglob("*") if f.is_file() and not f.is_symlink())
+    assert d["zig_cache"] == {"path": str(zig_cache), "size": zig_bytes} and zig_bytes > 1 << 20
+    assert d["total_size"] == d["size"] + zig_bytes and d["cap"] == 4 << 30
 
 
-def test_doctor_passes_here_and_fails_without_the_tvm_compiler(cache_dir):
-    ok = jf("doctor", "--cpu")
-    assert ok.returncode == 0, ok.stdout
-    assert "[ok] zig" in ok.stdout and "[ok] cache directory" in ok.stdout
-    broken = jf("doctor", "--cpu", env={"TVM_USE_RUNTIME_LIB": "1"})
-    assert broken.returncode == 1
-    assert "[!!] TVM compiler" in broken.stdout and "fix:" in broken.stdout
-
-
-def test_doctor_reports_an_unwritable_cache(tmp_path, zig_cache):
+def test_a_cache_folder_that_is_a_file_fails_info_doctor_and_ls(tmp_path, zig_cache):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    out = jf("doctor", "--cpu", env={"JITFLOW_CACHE_DIR": str(blocker / "cache"),
-                                     "JITFLOW_ZIG_CACHE_DIR": str(zig_cache)})
-    assert out.returncode == 1 and "[!!] cache directory" in out.stdout and "JITFLOW_CACHE_DIR" in out.stdout
+    env = cache_env(blocker, zig_cache)
+    info = jf("cache", "info", env=env)
+    assert info.returncode == 1 and f"enabled:   no: {blocker} is a file, not a folder" in info.stdout
+    assert json.loads(jf("cache", "info", "--json", env=env).stdout)["problem"] == f"{blocker} is a file, not a folder"
+    doctor = jf("doctor", "--cpu", env=env)
+    assert doctor.returncode == 1 and f"[!!] cache directory: {blocker} is a file, not a folder" in doctor.stdout
+    below = jf("cache", "ls", env=cache_env(blocker / "cache", zig_cache))
+    assert below.returncode == 3 and no_traceback(below) and "is a file, not a folder" in below.stderr
 
 
-def test_warm_then_build_from_the_shell(cache_dir, tmp_path):
-    warm = jf("warm")
-    assert warm.returncode == 0 and "warmed zig for x86_64-linux-gnu" in warm.stdout
-    model = tmp_path / "model.py"
-    model.write_text("import kernels\nModule = kernels.axpb(3.5)\n")
-    out = tmp_path / "model.so"
-    built = jf("build", f"{model}:Module", "--target", "c", "-o", str(out))
-    assert built.returncode == 0, built.stderr
-    assert out.is_file() and "built" in built.stdout
-    missing = jf("build", f"{model}:Nope", "--target", "c", "-o", str(out))
-    assert missing.returncode == 1 and "has no 'Nope'" in missing.stderr
+def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):
+    env, cache, (x86, arm) = scratch
+    _age(cache, x86, 40 * 86400)
+    _age(cache, arm, 86400)
+    out = jf("cache", "prune", "--older-than", "30d", "--dry-run", env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("would remove 1 entry (") and "KiB):" in out.stdout
+    (row,) = [line for line in out.stdout.splitlines() if x86[:12] in line]
+    assert "unused for 40 days (over 30 days)" in row and arm[:12] not in out.stdout
+    assert "would leave" in out.stdout.splitlines()[-1] and "in 1 entry" in out.stdout
+    assert entry_folder(cache, x86).is_dir()
+    d = json.loads(jf("cache", "prune", "--max-size", "0", "--dry-run", "--json", env=env).stdout)
+    assert d["schema"] == "jitflow.cache-prune/1" and d["dry_run"] and d["kept"] == []
+    assert [(e["key"], e["reason"]) for e in d["removed"]] == [(x86, "over-cap"), (arm, "over-cap")]
+    assert d["size_after"] == 0 and entry_folder(cache, arm).is_dir()
+
+
+def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
+    from filelock import FileLock
+
+    env, cache, (x86, arm) = scratch
+    _age(cache, x86, 5 * 86400)
+    entry_folder(cache, arm).touch()   # just published: within the grace period
+    out = jf("cache", "prune", "--max-size", "0", env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("removed 1 entry (")
+    assert x86[:12] in lines[2] and "least recently used, with the cache over 0 B" in lines[2]
+    assert lines[3] == "kept 1 entry that was due to go:"
+    assert arm[:12] in lines[5] and re.search(r"published \d+ s ago: entries younger than 1 min are kept", lines[5])
+    assert not entry_folder(cache, x86).exists() and entry_folder(cache, arm).is_dir()
+    _age(cache, arm, 3600)
+    with FileLock(str(cache / "v1" / "locks" / f"{arm}.lock")):     # another process is rebuilding it
+        d = json.loads(jf("cache", "prune", "--max-size", "0", "--json", env=env).stdout)
+    assert d["removed"] == [] and [(e["key"], e["reason"]) for e in d["kept"]] == [(arm, "building")]
+    assert jf("cache", "prune", env=env).stdout.startswith("nothing to remove: ")
+
+
+def test_clear_asks_unless_yes(scratch):
+    env, cache, _ = scratch
+    refused = jf("cache", "clear", env=env)   # no terminal, no --yes
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert "entries:   2 (" in jf("cache", "info", env=env).stdout
+    cleared = jf("cache", "clear", "--yes", "--cache-dir", str(cache))
+    assert cleared.returncode == 0 and cleared.stdout.startswith("removed 2 entries (")
+    assert jf("cache", "ls", env=env).stdout == f"no entries in {cache}\n"
+
+
+def test_doctor_passes_here_and_fails_without_the_tvm_compiler(built):
+    env = built[0]
+    ok = jf("doctor", "--cpu", env=env)
+    assert ok.returncode == 0, ok.stdout
+    assert "[ok] zig:" in ok.stdout and "[ok] cache directory" in ok.stdout
+    broken = jf("doctor", "--cpu", env=dict(env, TVM_USE_RUNTIME_LIB="1"))
+    assert broken.returncode == 1
+    assert "[!!] TVM compiler" in broken.stdout and "fix:" in broken.stdout
+    assert broken.stdout.splitlines()[-1] == "1 required check failed"
+    d = json.loads(jf("doctor", "--cpu", "--json", env=dict(env, TVM_USE_RUNTIME_LIB="1")).stdout)
+    assert d["schema"] == "jitflow.doctor/1" and not d["ok"] and d["failed"] == 1
+    (tvm_compiler,) = [c for c in d["checks"] if c["name"] == "TVM compiler"]
+    assert tvm_compiler["ok"] is False and tvm_compiler["required"] and tvm_compiler["fix"]
+
+
+def test_doctor_reports_a_bad_setting_as_a_failed_check(built):
+    out = jf("doctor", "--cpu", env=dict(built[0], JITFLOW_CACHE="maybe"))
+    assert out.returncode == 1 and no_traceback(out)
+    assert "[!!] settings: JITFLOW_CACHE='maybe' is not a boolean" in out.stdout
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    missing = redis_missing()
+    if missing:
+        if required_in_ci():
+            pytest.fail(missing)
+        pytest.skip(missing)
+    server = RedisServer().start()
+    yield server.url
+    server.close()
+
+
+def test_doctor_says_the_shared_tier_once(built, redis_url):
+    env = dict(built[0], JITFLOW_REMOTE_CACHE=redis_url, JITFLOW_REMOTE_CACHE_KEY="k")
+    out = jf("doctor", "--cpu", env=env)
+    assert out.returncode == 0, out.stdout
+    where = [line for line in out.stdout.splitlines() if "127.0.0.1" in line]
+    assert len(where) == 1 and where[0].startswith("shared cache (Redis at ")
+    assert "  [ok] reachable" in out.stdout and "  [ok] read and write work" in out.stdout
+    assert len(out.stdout.splitlines()) == len(set(out.stdout.splitlines()))
+    d = json.loads(jf("doctor", "--cpu", "--json", env=env).stdout)
+    assert d["ok"] and sum(c["name"] == "shared cache" for c in d["checks"]) >= 3
+    info = jf("cache", "info", env=env).stdout
+    password = redis_url.split("@")[0].rsplit(":", 1)[1]
+    assert "shared:" in info and redis_url.split("@")[1] in info and password not in info
+
+
+@pytest.mark.parametrize("host, says", [("arm64", "did you mean 'aarch64-linux-gnu'?"),
+                                        ("riscv64-linux-gnu", "unsupported host 'riscv64-linux-gnu'")])
+def test_warm_for_an_unknown_host_is_a_clean_usage_error(host, says):
+    out = jf("warm", "--host", host)
+    assert out.returncode == 2 and no_traceback(out) and says in out.stderr
+
+
+def test_warm_for_an_alias_of_aarch64(built):
+    out = jf("warm", "--host", "arm64-linux-gnu", env=built[0])
+    assert out.returncode == 0 and out.stdout.startswith("warmed zig for aarch64-linux-gnu in ")

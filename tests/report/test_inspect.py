@@ -8,9 +8,12 @@ import json
 import textwrap
 from types import SimpleNamespace
 
-import jitflow
+import kernels
 import pytest
 import tvm
+from tvm.script import tirx as T
+
+import jitflow
 from jitflow import cli
 from jitflow.builder import lower, prepare
 from jitflow.errors import InvalidInputError, ToolMissingError
@@ -18,9 +21,6 @@ from jitflow.report import Report, device_text
 from jitflow.report import host_code as host_analysis
 from jitflow.report.gather import inspect_entry, inspect_library
 from jitflow.target import resolve_target
-from tvm.script import tirx as T
-
-import kernels
 
 
 def padded_stencil(n: int = 62):
@@ -273,6 +273,7 @@ def test_sass_where_a_disassembler_is_installed(vecadd):
 
 
 MODEL = '''
+import kernels
 import tvm
 from tvm.script import tirx as T
 import jitflow
@@ -302,23 +303,7 @@ def two_stage(fused, threads):
     return sch.mod
 
 
-@T.prim_func(s_tir=True)
-def chain(A: T.Buffer((1024,), "float32"), D: T.Buffer((1024,), "float32")):
-    B = T.sblock_alloc_buffer((1024,), "float32")
-    C = T.sblock_alloc_buffer((1024,), "float32")
-    for i in range(1024):
-        with T.sblock("B"):
-            vi = T.axis.spatial(1024, i)
-            B[vi] = A[vi] * T.float32(2)
-    for i in range(1024):
-        with T.sblock("C"):
-            vi = T.axis.spatial(1024, i)
-            C[vi] = B[vi] + T.float32(1)
-    for i in range(1024):
-        with T.sblock("D"):
-            vi = T.axis.spatial(1024, i)
-            D[vi] = C[vi] * T.float32(3)
-
+chain = kernels.chain()
 
 Staged = two_stage(False, 128)
 Fused = two_stage(True, 256)
@@ -336,14 +321,14 @@ def model(tmp_path):
 
 def test_diff_of_two_schedules(cache_dir, model, capsys):
     a, b = f"{model}:Staged", f"{model}:Fused"
-    assert cli.main(["inspect", "--diff", a, b, "--arch", "sm_90"]) == 0
+    assert cli.main(["inspect", "--diff", a, b, "--arch", "sm_90"]) == 1   # they differ, as diff says
     out = capsys.readouterr().out.splitlines()
     assert "kernels: 2 -> 1" in out
     assert "  - main_kernel_1: grid (8, 1, 1), block (128, 1, 1)" in out
     assert "  ~ main_kernel grid: (8, 1, 1) -> (4, 1, 1)" in out
     assert "  ~ main_kernel block: (128, 1, 1) -> (256, 1, 1)" in out
     assert "allocations: 1 -> 0, bytes 4096 B -> 0 B" in out
-    assert cli.main(["inspect", "--diff", a, b, "--arch", "sm_90", "--json"]) == 0   # cache hits now
+    assert cli.main(["inspect", "--diff", a, b, "--arch", "sm_90", "--json"]) == 1   # cache hits now
     d = json.loads(capsys.readouterr().out)
     assert d["changed"] and d["kernels"]["count"] == [2, 1] and d["kernels"]["removed"] == ["main_kernel_1"]
     assert d["allocations"]["count"] == [1, 0] and d["allocations"]["bytes"] == [4096, 0]
@@ -352,7 +337,7 @@ def test_diff_of_two_schedules(cache_dir, model, capsys):
 
 
 def test_diff_of_two_pass_configurations_shows_the_memory_plan(cache_dir, model, capsys):
-    assert cli.main(["inspect", "--diff", f"{model}:reuse", f"{model}:no_reuse", "--json"]) == 0
+    assert cli.main(["inspect", "--diff", f"{model}:reuse", f"{model}:no_reuse", "--json"]) == 1
     d = json.loads(capsys.readouterr().out)
     assert d["allocations"]["count"] == [1, 2] and d["allocations"]["bytes"] == [4096, 8192]
     assert [(x["buffer"], x["bytes"], x["device"]) for x in d["allocations"]["added"]] == [("C", 4096, "cpu")]
@@ -362,12 +347,13 @@ def test_cli_sections_and_json(vecadd, capsys):
     key = vecadd.exe.key[:12]
     assert cli.main(["inspect", key, "--section", "memory", "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)
-    assert memory == {"allocations": [], "allocation_totals": {"count": 0, "bytes": 0}, "copies": [], "symbols": {}}
+    assert memory == {"allocations": [], "allocation_totals": {"count": 0, "bytes": 0}, "copies": [], "symbols": {},
+                      "model": None}
     assert cli.main(["inspect", key, "--section", "host"]) == 0
     assert capsys.readouterr().out.rstrip("\n") == vecadd.rep.host_c.rstrip("\n")
     assert cli.main(["inspect", key, "--json"]) == 0
     assert Report.from_json(capsys.readouterr().out).kernels == vecadd.rep.kernels
-    assert cli.main(["inspect", str(vecadd.so), "--section", "host"]) == 1
+    assert cli.main(["inspect", str(vecadd.so), "--section", "host"]) == 2
     assert "no host C" in capsys.readouterr().err
-    assert cli.main(["inspect", "nothing-here"]) == 1
+    assert cli.main(["inspect", "nothing-here"]) == 2
     assert "expected FILE.py:NAME" in capsys.readouterr().err

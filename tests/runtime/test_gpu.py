@@ -105,7 +105,10 @@ ARTIFACTS = Path(os.environ.get("JITFLOW_GPU_ARTIFACTS", ROOT / ".gpu-artifacts"
 
 
 @pytest.mark.skipif(not ARTIFACTS.is_dir(), reason="no prebuilt artifacts (tests/gpu_artifacts.py)")
-@pytest.mark.parametrize("name,code", [("vecadd.so", RUN_VECADD), ("matmul_shared.so", RUN_MATMUL)])
+@pytest.mark.parametrize("name,code", [("vecadd.so", RUN_VECADD), ("matmul_shared.so", RUN_MATMUL),
+                                       # no SASS for an sm_90 GPU: runs through its PTX (CUDA floor 13.0)
+                                       ("vecadd_sm80.so", RUN_VECADD), ("matmul_sm80.so", RUN_MATMUL),
+                                       ("matmul_portable.so", RUN_MATMUL)])
 def test_prebuilt_library_runs_in_runtime_only_tvm(name, code):
     proc = run_python(code.format(path=str(ARTIFACTS / name)), env={"TVM_USE_RUNTIME_LIB": "1"})
     assert proc.stdout.split() == ["ok"]

@@ -1,0 +1,47 @@
+"""What the cache sub-commands share: the --cache-dir and --json options, opening the cache, the entry table."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import CacheError
+from .output import human_size, when
+
+ENTRY_HEADER = ["key", "functions", "target", "host", "size", "created", "last used"]
+SIZE_COLUMN = 4
+
+
+def cache_dir_option(p: argparse.ArgumentParser, default: Any = None) -> None:
+    """--cache-dir, on `cache` (default None) and on each action (default SUPPRESS, so that the
+    action's own --cache-dir wins and its absence leaves the one given before the action)."""
+    p.add_argument("--cache-dir", default=default, metavar="DIR",
+                   help="the cache to work on (default: JITFLOW_CACHE_DIR, else the user cache folder)")
+
+
+def json_option(p: argparse.ArgumentParser, schema: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"JSON instead of text (schema {schema}, docs/cli.md)")
+
+
+def open_cache(args: argparse.Namespace, check: bool = True) -> tuple[Any, Any]:
+    """The settings and the Cache the arguments name; with `check`, a CacheError when the folder
+    (or a parent) is a file, so that it cannot hold a cache."""
+    from ..cache.disk import Cache
+    from ..checks import cache_dir_problem
+    from ..config import resolve
+
+    settings = resolve(cache_dir=args.cache_dir)
+    problem = cache_dir_problem(settings.cache_dir, writing=False) if check else None
+    if problem:
+        raise CacheError(f"cannot use the cache {settings.cache_dir}: {problem}; "
+                         "give --cache-dir or set JITFLOW_CACHE_DIR to a folder")
+    return settings, Cache(settings.cache_dir)
+
+
+def _functions(names: list[str]) -> str:
+    return ",".join(names) if len(names) <= 3 else ",".join(names[:3]) + f" +{len(names) - 3}"
+
+
+def entry_row(e: Any) -> list[str]:
+    """One cache entry (admin.EntryInfo) as a row under ENTRY_HEADER."""
+    return [e.key[:12], _functions(e.functions) if e.readable else "(unreadable)", e.target, e.host,
+            human_size(e.size), when(e.created), when(e.last_used)]

@@ -1,0 +1,92 @@
+"""The plain-text form of a model's memory (ModelMemory): start-up, then each VM function per call."""
+from __future__ import annotations
+
+from . import c_expr
+from .model_memory import DEPENDS, ModelMemory, VMFunction
+from .text import dims, size_text, table
+
+
+def size_or_depends(size: object) -> str:
+    """A size as text, or "depends on shape" where the report cannot know it."""
+    return DEPENDS if size is None else size_text(size)  # type: ignore[arg-type]
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def startup_line(model: ModelMemory) -> str:
+    n, nbytes = len(model.constants), model.constant_bytes
+    if not n:
+        return "start-up: no constants (weights are passed as arguments, or there are none)"
+    where = ("copied host->device once, when the VM starts" if model.upload
+             else "used in place (the VM runs on the host)")
+    return f"start-up: {_plural(n, 'constant')} (weights), {size_text(c_expr.constant(nbytes))}, {where}"
+
+
+def _counted(n: int | None, word: str, many: str, size: object = None) -> str:
+    if n is None:
+        return f"{many} unknown"
+    return _plural(n, word, many) + (f", {size_or_depends(size)}" if n and size is not False else "")
+
+
+def per_call_line(f: VMFunction) -> str:
+    t = f.totals
+    return "per call: " + "; ".join([
+        _counted(t.storages, "storage", "storages", t.storage_bytes),
+        _counted(None if f.workspaces is None else t.workspaces, "workspace", "workspaces", t.workspace_bytes),
+        _counted(t.copies, "copy", "copies", t.copy_bytes),
+        _counted(t.launches, "launch", "launches", False)])
+
+
+def function_section(f: VMFunction) -> list[str]:
+    out = [f"{f.name}({', '.join(f.params)}), each call:"]
+    if f.storages:
+        rows = [[f"#{s.index}", size_or_depends(s.size), s.device + ("" if s.scope == "global" else f" {s.scope}"),
+                 ", ".join(str(t) for t in s.tensors) or "none"] + (["(output)"] if s.holds_output else [""])
+                for s in f.storages]
+        out += table(["storage", "size", "device", "tensors placed in it (in turn)", ""], rows, indent="    ")
+    else:
+        out.append("    storage: none")
+    out.append(f"    calls: {', '.join(f.calls) or 'none'}")
+    if f.launches is None:
+        out.append("    launches: unknown (no host code)")
+    elif f.launches:
+        out.append(f"    launches ({len(f.launches)}):")
+        out += table(["kernel", "grid", "block", "from"],
+                     [[x.kernel, dims(x.grid), dims(x.block), f"{x.function} (host.c:{x.line})"] for x in f.launches],
+                     indent="      ")
+    else:
+        out.append("    launches: none")
+    if f.workspaces is None:
+        out.append("    workspaces: unknown (no host code)")
+    elif f.workspaces:
+        out.append(f"    workspaces ({len(f.workspaces)}), allocated by the TIR functions:")
+        out += table(["function", "buffer", "device", "size", "at"],
+                     [[a.function, a.buffer, a.device, size_text(a.size), f"host.c:{a.line}"] for a in f.workspaces],
+                     indent="      ")
+    else:
+        out.append("    workspaces: none")
+    if f.copies:
+        out.append(f"    copies ({len(f.copies)}):")
+        rows = [[c.call, c.direction, size_or_depends(c.size), c.tensor or "?"] for c in f.copies]
+        out += table(["call", "direction", "bytes", "tensor"], rows, indent="      ")
+    else:
+        out.append("    copies: none")
+    out.append("    " + per_call_line(f))
+    return ["  " + line if not line.startswith("    ") else line for line in out]
+
+
+def model_section(model: ModelMemory) -> list[str]:
+    """The model view: what the VM allocates and copies at start-up and on each call."""
+    out = [f"model memory (Relax VM on {model.devices[0]}" + (f", host {model.devices[-1]}" if len(model.devices) > 1
+                                                               else "") + "):",
+           "  " + startup_line(model)]
+    for f in model.functions:
+        out += function_section(f)
+    if model.symbols:
+        out.append("  symbols: " + ", ".join(f"{k} = {v}" for k, v in model.symbols.items()))
+    if model.not_called:
+        out.append(f"  compiled but never called by the bytecode: {', '.join(model.not_called)}")
+    out += [f"  note: {n}" for n in model.notes]
+    return out

@@ -1,0 +1,47 @@
+"""Put cubins and PTX into one fatbin with nvfatbin (NVIDIA's pip wheel, or a CUDA toolkit's library)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import CompileError, ToolMissingError
+
+INSTALL_HINT = "install the CUDA extra: pip install 'jitflow[cuda]' (NVRTC, nvfatbin and CCCL wheels)"
+
+
+@dataclass(frozen=True)
+class Image:
+    """One fatbin entry to add: SASS (a cubin) or PTX text for an arch ('sm_80' / 'compute_80')."""
+
+    kind: str       # "sass" or "ptx"
+    arch: str
+    data: bytes
+
+
+def _nvfatbin():
+    try:
+        from cuda.bindings import nvfatbin
+    except ImportError as exc:
+        raise ToolMissingError(f"cuda-python is not importable ({exc}); {INSTALL_HINT}") from None
+    return nvfatbin
+
+
+def build(images: list[Image], name: str = "kernels") -> bytes:
+    """The fatbin holding `images` in order (nvfatbin compresses PTX as it adds it)."""
+    nvfatbin = _nvfatbin()
+    handle = nvfatbin.create([], 0)
+    try:
+        for image in images:
+            number = image.arch.split("_", 1)[1]
+            label = f"{name}_{image.arch}"
+            if image.kind == "sass":
+                nvfatbin.add_cubin(handle, image.data, len(image.data), number, label)
+            else:
+                text = image.data if image.data.endswith(b"\0") else image.data + b"\0"
+                nvfatbin.add_ptx(handle, text, len(text), number, label, "")
+        out = bytearray(nvfatbin.size(handle))
+        nvfatbin.get(handle, out)
+        return bytes(out)
+    except Exception as exc:  # nvfatbin raises its own error type
+        raise CompileError("nvfatbin", "nvfatbin create/add/get", str(exc)) from None
+    finally:
+        nvfatbin.destroy(handle)

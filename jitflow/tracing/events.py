@@ -1,0 +1,81 @@
+"""What the CUDA driver did, as plain data: the events a trace collects (one per CUPTI record it
+keeps) and the call windows that split them. Nothing here needs CUPTI or a GPU."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """A device memory allocation or release (cudaMalloc, cudaFree, ...)."""
+
+    operation: str          # "allocation" or "release"
+    memory_kind: str        # "device", "device_static" (a module's globals), "pinned", "managed", ...
+    bytes: int
+    address: int
+    time: int               # ns, CUPTI's clock
+
+
+class _OnTheGpu:
+    """Work that ran on the GPU from `start` to `end` (ns): placed in a call by its start."""
+
+    start: int
+    end: int
+
+    @property
+    def time(self) -> int:
+        return self.start
+
+    @property
+    def duration(self) -> int:
+        return max(0, self.end - self.start)
+
+
+@dataclass(frozen=True)
+class CopyEvent(_OnTheGpu):
+    """A memory copy: its direction, size and when it ran on the GPU."""
+
+    direction: str          # "host->device", "device->host", "device->device", "host->host", "peer->peer", ...
+    bytes: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class MemsetEvent(_OnTheGpu):
+    bytes: int
+    value: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class KernelEvent(_OnTheGpu):
+    """A kernel launch as it ran: its name, grid, block, shared memory, registers and times."""
+
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_shared_memory: int
+    static_shared_memory: int
+    registers: int
+    start: int
+    end: int
+
+
+Event = Union[MemoryEvent, CopyEvent, MemsetEvent, KernelEvent]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One traced call: its label and the CUPTI clock at its start and after its work finished."""
+
+    label: str
+    start: int
+    end: int
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """An event as JSON, with its type."""
+    return {"type": type(event).__name__.replace("Event", "").lower(), **asdict(event)}

@@ -1,0 +1,151 @@
+"""build and inspect through the real CLI: shared build options, FILE.py:NAME, exit codes, messages
+in command-line words, no traceback for bad input or a closed pipe."""
+from __future__ import annotations
+
+import _ctypes
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from cli_run import cache_env, jf, no_traceback
+from conftest import ROOT, _gpu_present
+
+MODEL = '''
+    import jitflow, kernels
+
+    chain = kernels.chain()
+    Module = kernels.axpb(901.0)
+    exe = jitflow.compile(kernels.axpb(902.0), "c")
+    reuse = jitflow.compile(chain, "c")
+    no_reuse = jitflow.compile(chain, "c", pass_config={"tirx.disable_storage_rewrite": True})
+
+    def make():
+        return kernels.axpb(903.0)
+
+    def needs(n):
+        return kernels.axpb(n)
+
+    def broken():
+        return {}["missing"]
+'''
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, zig_cache):
+    """(env, model file) with a private cache for this module."""
+    folder = tmp_path_factory.mktemp("cli-build")
+    model = folder / "model.py"
+    model.write_text(textwrap.dedent(MODEL))
+    return cache_env(folder / "cache", zig_cache), model
+
+
+def test_build_takes_the_build_options_of_inspect(setup, tmp_path):
+    env, model = setup
+    plain = jf("build", f"{model}:chain", "--target", "c", "-o", str(tmp_path / "a.so"), env=env)
+    assert plain.returncode == 0, plain.stderr
+    configured = jf("build", f"{model}:chain", "--target", "c", "--pass-config", "tirx.disable_storage_rewrite=true",
+                    "-o", str(tmp_path / "b.so"), env=env)
+    assert configured.returncode == 0, configured.stderr
+    assert configured.stdout.split()[2] != plain.stdout.split()[2]       # another key: the option reached TVM
+    assert (tmp_path / "b.so").is_file()
+    bad = jf("build", f"{model}:chain", "--target", "c", "--pass-config", "novalue", "-o", "x.so", env=env)
+    assert bad.returncode == 2 and "--pass-config novalue: expected KEY=VALUE" in bad.stderr
+
+
+@pytest.mark.parametrize("name, options", [("exe", []), ("make", ["--target", "c"]), ("Module", ["--target", "c"])])
+def test_build_accepts_an_executable_a_function_or_a_module(setup, tmp_path, name, options):
+    env, model = setup
+    out = jf("build", f"{model}:{name}", *options, "-o", str(tmp_path / "k.so"), env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"{tmp_path / 'k.so'}: ") and (tmp_path / "k.so").is_file()
+
+
+def test_build_refuses_build_options_with_an_executable(setup):
+    env, model = setup
+    out = jf("build", f"{model}:exe", "--arch", "sm_90", "--no-cache", "-o", "k.so", env=env)
+    assert out.returncode == 2 and "is a jitflow Executable" in out.stderr and "--arch, --no-cache" in out.stderr
+
+
+def test_build_does_not_run_an_example_main(setup, tmp_path):
+    env, _ = setup
+    out = jf("build", f"{ROOT / 'examples' / 'vecadd_cpu.py'}:main", "--target", "c", "-o", str(tmp_path / "m.so"),
+             env=env)
+    assert out.returncode == 2 and no_traceback(out)
+    assert "main() returns None (so it was not called)" in out.stderr and out.stdout == ""
+    assert not (tmp_path / "m.so").exists()
+
+
+@pytest.mark.parametrize("name, says", [
+    ("needs", "needs() needs arguments (n)"),
+    ("broken", "calling broken() raised KeyError: 'missing'"),
+    ("Nope", "has no 'Nope'"),
+])
+def test_bad_file_py_name_is_a_usage_error_without_jitflows_traceback(setup, name, says):
+    env, model = setup
+    out = jf("build", f"{model}:{name}", "--target", "c", "-o", "x.so", env=env)
+    assert out.returncode == 2 and says in out.stderr and no_traceback(out)
+    if name == "broken":   # the user's own line is shown, jitflow's frames are not
+        assert f'File "{model}", line' in out.stderr and "jitflow/cli" not in out.stderr
+
+
+def test_messages_speak_command_line(setup):
+    env, model = setup
+    out = jf("build", f"{model}:Module", "--target", "c", "--arch", "sm_90", "-o", "x.so", env=env)
+    assert out.returncode == 2 and "--arch applies to --target cuda only" in out.stderr and "arch=" not in out.stderr
+    empty = jf("inspect", f"{model}:Module", "--arch", ",", env=env)
+    assert empty.returncode == 2 and "--arch is empty" in empty.stderr
+    report = jf("inspect", f"{model}:Module", "--target", "c", env=env)
+    assert report.returncode == 0, report.stderr
+    assert "sources: --section host (" in report.stdout and "rep." not in report.stdout
+
+
+@pytest.mark.skipif(_gpu_present(), reason="a visible GPU gives the default arch")
+def test_cuda_without_arch_says_the_option(setup):
+    env, model = setup
+    out = jf("inspect", f"{model}:Module", env=env)
+    assert out.returncode == 2 and "no --arch given" in out.stderr and "pass --arch sm_90" in out.stderr
+
+
+def test_exit_codes_of_inspect_diff_follow_diff(setup):
+    env, model = setup
+    same = jf("inspect", "--diff", f"{model}:reuse", f"{model}:reuse", env=env)
+    assert same.returncode == 0, same.stderr
+    assert "no difference" in same.stdout
+    differs = jf("inspect", "--diff", f"{model}:reuse", f"{model}:no_reuse", "--json", env=env)
+    assert differs.returncode == 1, differs.stderr
+    assert json.loads(differs.stdout)["changed"] is True
+    failed = jf("inspect", "--diff", f"{model}:reuse", f"{model}:Nope", env=env)
+    assert failed.returncode == 2 and "has no 'Nope'" in failed.stderr      # trouble is never 1
+
+
+def test_exit_codes_for_usage_input_and_build_failures(setup):
+    env, model = setup
+    usage = jf("inspect", "--no-such-option", env=env)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+    nothing = jf("inspect", "nothing-here", env=env)
+    assert nothing.returncode == 2 and "expected FILE.py:NAME" in nothing.stderr
+    unscheduled = jf("build", f"{model}:Module", "--arch", "sm_90", "-o", "x.so", env=env)   # loops not bound
+    assert unscheduled.returncode == 3 and "not bound to GPU threads" in unscheduled.stderr
+    assert no_traceback(unscheduled)
+
+
+def test_inspect_refuses_a_library_not_built_by_tvm(setup):
+    env, model = setup
+    other = jf("inspect", _ctypes.__file__, env=env)   # a shared library, but not TVM's
+    assert other.returncode == 2 and no_traceback(other)
+    assert "is not a library built by jitflow or TVM" in other.stderr and other.stdout == ""
+    text = jf("inspect", str(model), env=env)
+    assert text.returncode == 2 and "is not a shared library" in text.stderr
+
+
+def test_a_closed_pipe_is_not_a_traceback(setup):
+    env, model = setup
+    full = dict(os.environ, PYTHONPATH=f"{ROOT / 'tests'}{os.pathsep}{ROOT}", **env)
+    proc = subprocess.Popen([sys.executable, "-m", "jitflow", "inspect", f"{model}:Module", "--target", "c",
+                             "--section", "host"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+    proc.stdout.close()           # the reader is gone before anything is written (as `| head` would be)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141 and err == ""
