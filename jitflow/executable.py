@@ -115,6 +115,7 @@ class Executable:
             with _LOADED_LOCK:
                 _LOADED[memo] = module
             return module
+
     @property
     def functions(self) -> list[str]:
         """Names of the functions the library exports (builds or reads the cache entry)."""

@@ -93,7 +93,8 @@ def key_of(caller: Any | None, pass_config: dict[str, Any] | None) -> dict[str, 
 @contextmanager
 def entered(caller: Any | None, pass_config: dict[str, Any] | None) -> Iterator[None]:
     """Run the block in the build's context: the caller's (entered again only if it is not the
-    current one), a copy of it with pass_config merged in, or jitflow's default."""
+    current one), a copy of it with pass_config merged in (its instruments then see one more
+    enter/exit pair), or jitflow's default."""
     import tvm
 
     PassContext = tvm.transform.PassContext

@@ -72,8 +72,11 @@ def _open(name: str | os.PathLike, where: str, dir_fd: int | None, folder: bool)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        link = exc.errno in (errno.ELOOP, errno.ENOTDIR)
-        raise _Refused(f"{where} is a symbolic link" if link else f"{where}: {exc.strerror}") from None
+        if exc.errno == errno.ELOOP:
+            raise _Refused(f"{where} is a symbolic link") from None
+        if exc.errno == errno.ENOTDIR:
+            raise _Refused(f"{where} is not a folder") from None
+        raise _Refused(f"{where}: {exc.strerror}") from None
     return _checked(fd, where, folder)
 
 

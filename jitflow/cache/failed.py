@@ -7,7 +7,6 @@ naming the source there. Only the newest KEEP failed builds are kept.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -54,10 +53,3 @@ def _bound(failed: Path) -> None:
     for _, folder in kept[KEEP:]:
         shutil.rmtree(folder, ignore_errors=True)
 
-
-def kept_folders(root: Path) -> list[Path]:
-    """The kept failed builds, newest first."""
-    failed = root / "failed"
-    if not failed.is_dir():
-        return []
-    return sorted(failed.iterdir(), key=lambda p: os.stat(p).st_mtime, reverse=True)

@@ -29,6 +29,10 @@ _PATTERNS = {
              "default.FLowerIntrinsic", "default.FLegalize"),
 }
 _CALL_RE = re.compile(r"\bT\.([A-Za-z_][A-Za-z0-9_]*)\(")
+#: TVMScript names that are never intrinsic calls (asking TVM about each costs an exception once)
+_NOT_OPS = re.compile(r"(u?int\d+|b?float\d+|bool|handle|void|Buffer|prim_func|reads|writes|sblock|sblock_attr|"
+                      r"match_buffer|alloc_buffer|decl_buffer|init|grid|serial|parallel|vectorized|unroll|"
+                      r"thread_binding|launch_thread|env_thread|func_attr|Cast|Select|Broadcast|Ramp|Let)")
 _FLOAT_RE = re.compile(r"\b(bfloat16|float16|float32|float64)\b")
 _probes: dict[tuple[str, str, str], tuple[Any, str]] = {}   # holds each rule: its address is never reused
 
@@ -72,7 +76,7 @@ def intrinsic_rules(ir_text: str, kinds: tuple[str, ...]) -> dict[str, str]:
     patterns = list(dict.fromkeys(p for kind in kinds for p in _PATTERNS.get(kind, ())))
     out = {}
     for name in sorted(set(_CALL_RE.findall(ir_text))):
-        op = _op(name)
+        op = None if _NOT_OPS.fullmatch(name) else _op(name)
         if op is None:
             continue
         for pattern in patterns:

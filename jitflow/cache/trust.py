@@ -14,7 +14,8 @@ A folder is trusted when nobody but this user (and root) can change what it hold
 
 Under those conditions nothing another local user does can swap a file or a folder below it, so
 checks made through a path stay true until this user changes something. These functions are the
-only place that decides it; the disk cache, its fallback folder and zig's cache use them.
+one place that decides it: the disk cache and its fallback folder use them, and so can any other
+folder jitflow keeps code in (zig's cache, for one).
 """
 from __future__ import annotations
 
