@@ -20,21 +20,33 @@ FOLDERS = ("builder", "toolchain", "formats", "target")
 FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py")
 
 
-def _files() -> list[str]:
-    found = [os.path.join(PACKAGE, f) for f in FILES]
-    for folder in FOLDERS:
-        for root, dirs, names in os.walk(os.path.join(PACKAGE, folder)):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            found.extend(os.path.join(root, n) for n in names if not n.endswith((".pyc", ".pyo")))
+def _files() -> list[tuple[str, str]]:
+    """(name relative to the package, path) of every recipe file, sorted by name."""
+    root = str(PACKAGE) + os.sep
+    found = [(f, root + f) for f in FILES]
+    pending = list(FOLDERS)
+    while pending:
+        folder = pending.pop()
+        with os.scandir(root + folder) as listing:
+            for item in listing:
+                name = f"{folder}/{item.name}"
+                if item.is_dir(follow_symlinks=False):
+                    if item.name != "__pycache__":
+                        pending.append(name)
+                elif not item.name.endswith((".pyc", ".pyo")):
+                    found.append((name, item.path))
     return sorted(found)
 
 
 @lru_cache(maxsize=1)
 def digest() -> str:
-    """sha256 (hex) over the relative path and the bytes of every recipe file."""
+    """sha256 (hex) over the relative name and the bytes of every recipe file."""
     h = hashlib.sha256()
-    for path in _files():
-        with open(path, "rb") as f:
-            data = f.read()
-        h.update(os.path.relpath(path, PACKAGE).encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    for name, path in _files():
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, os.fstat(fd).st_size + 1)
+        finally:
+            os.close(fd)
+        h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
     return h.hexdigest()
