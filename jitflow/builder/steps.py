@@ -11,9 +11,10 @@ from typing import Any
 
 from ..cache.entry import Entry
 from ..config import Settings
+from ..errors import CompileError
 from ..target import TargetSpec, cuda_floor
 from ..toolchain import cuda, zig
-from . import lower, pack
+from . import host_c, lower, pack
 from .clock import Clock
 from .progress import Progress
 
@@ -66,7 +67,10 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     except BaseException:
         host_job.cancel()
         raise
-    host_job.wait()
+    try:
+        host_job.wait()
+    except CompileError as exc:
+        raise host_c.explain(exc, entry.host_c.read_text()) from None
     clock.add("host", time.perf_counter() - host_start)
     if lowered.blob is not None:
         with clock.stage("pack"):

@@ -46,25 +46,54 @@ def blob_of(path: str | os.PathLike) -> bytes | None:
 
 #: how the blob spells a module of kind "cuda": its u64 length, then the name
 _CUDA_KIND = (4).to_bytes(8, "little") + b"cuda"
+#: the prefix of the packed functions (contrib sort, topk, random) that TVM keeps in libtvm_runtime_extra
+_CONTRIB = b"tvm.contrib."
 
 
-def needs_cuda(source: str | os.PathLike | int) -> bool:
-    """Whether the library (a path or an open descriptor) embeds a CUDA module: a byte search, far
-    cheaper than reading the ELF (a rare false match only loads TVM's CUDA backend for nothing)."""
+def _holds(source: str | os.PathLike | int, marker: bytes) -> bool:
+    """Whether the file (a path or an open descriptor) holds the bytes `marker`: a search, far
+    cheaper than reading the ELF."""
     import mmap
 
     if isinstance(source, int):
-        return _has_cuda_kind(source, mmap)
+        return _fd_holds(source, marker, mmap)
     with open(source, "rb") as f:
-        return _has_cuda_kind(f.fileno(), mmap)
+        return _fd_holds(f.fileno(), marker, mmap)
 
 
-def _has_cuda_kind(fd: int, mmap: Any) -> bool:
+def _fd_holds(fd: int, marker: bytes, mmap: Any) -> bool:
     try:
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-            return data.find(_CUDA_KIND) >= 0
+            return data.find(marker) >= 0
     except ValueError:  # an empty file
         return False
+
+
+def needs_cuda(source: str | os.PathLike | int) -> bool:
+    """Whether the library (a path or an open descriptor) embeds a CUDA module (a rare false match
+    only loads TVM's CUDA backend)."""
+    return _holds(source, _CUDA_KIND)
+
+
+def ensure_runtime_extra() -> None:
+    """Load libtvm_runtime_extra (the contrib sort, topk, random functions) where TVM did not load it.
+
+    A full TVM loads it on import; a runtime-only install does not, and a library that calls those
+    functions by name would fail at its first call.
+    """
+    import tvm
+
+    with _LOCK:
+        if "tvm_runtime_extra" in tvm.base._LOADED_LIBS:
+            return
+        lib = Path(tvm.__file__).parent / "lib" / "libtvm_runtime_extra.so"
+        if not lib.is_file():
+            raise LoadError(f"this library calls TVM's contrib functions (sort, topk, random), which live in "
+                            f"{lib.name}, and this TVM install has none; install the full apache-tvm wheel")
+        try:
+            tvm.base._LOADED_LIBS["tvm_runtime_extra"] = ctypes.CDLL(str(lib), mode=ctypes.RTLD_LOCAL)
+        except OSError as exc:
+            raise LoadError(f"cannot load TVM's {lib.name}: {exc}") from None
 
 
 def _cudart_candidates() -> list[str]:
@@ -146,6 +175,8 @@ def _load_open(library: LibraryFile, cuda: bool | None, device_query: Any, devic
 
         check_library(library, device_query, device_index)
         ensure_cuda_backend()
+    if _holds(library.fd, _CONTRIB):
+        ensure_runtime_extra()
     try:
         with library.loader_path() as name:
             module = tvm_ffi.get_global_func("ffi.Module.load_from_file.so")(name, "so")

@@ -1,14 +1,13 @@
 """Host builds for another CPU (aarch64 from x86-64): targets, ELF facts, and running under qemu."""
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from pathlib import Path
-
-import jitflow
+import arm_qemu
+import kernels
 import numpy as np
 import pytest
+from portability import check_portable
+
+import jitflow
 from jitflow import cli
 from jitflow.errors import LoadError, TargetError
 from jitflow.formats import elf as elf_info
@@ -16,14 +15,8 @@ from jitflow.formats import library_blob
 from jitflow.runtime import load as loader
 from jitflow.target import resolve_target
 from jitflow.target.hosts import SUPPORTED_HOSTS, machine_host
-from jitflow.toolchain import zig as zig_cc
-
-import kernels
-from conftest import TESTS
-from portability import check_portable
 
 ARM = "aarch64-linux-gnu"
-DRIVER = TESTS / "data" / "ffi_driver.c"
 
 
 # -- choosing the host --------------------------------------------------------------------------
@@ -122,43 +115,10 @@ def test_cli_builds_for_aarch64(cache_dir, tmp_path, capsys):
 
 # -- running the aarch64 kernels under qemu -----------------------------------------------------
 
-def _arm_sysroot() -> Path | None:
-    """A folder holding an aarch64 glibc (Debian's libc6-arm64-cross), for qemu's -L."""
-    for folder in (os.environ.get("QEMU_LD_PREFIX"), "/usr/aarch64-linux-gnu"):
-        if folder and (Path(folder) / "lib" / "ld-linux-aarch64.so.1").exists():
-            return Path(folder)
-    return None
-
-
 @pytest.fixture(scope="module")
 def arm_driver(tmp_path_factory, zig_cache):
     """The C test driver built for aarch64, and how to run it under qemu."""
-    qemu = shutil.which("qemu-aarch64")
-    if qemu is None:
-        pytest.skip("qemu-aarch64 is not installed (Debian: apt-get install qemu-user)")
-    sysroot = _arm_sysroot()
-    if sysroot is None:
-        pytest.skip("no aarch64 glibc for qemu to load (Debian: apt-get install libc6-arm64-cross)")
-    import tvm_ffi.libinfo
-
-    folder = tmp_path_factory.mktemp("driver")
-    zig_cc.run(["-target", zig_cc.ZIG_TARGETS[ARM], "-O1", "-rdynamic",
-                f"-I{tvm_ffi.libinfo.find_include_path()}", f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}",
-                str(DRIVER), "-ldl", "-o", "ffi_driver"], cwd=folder, zig_cache=zig_cache)
-    return [qemu, "-L", str(sysroot), str(folder / "ffi_driver")]
-
-
-def _call(driver, library, arrays, folder):
-    """Run the driver on `library` with float32 arrays; (completed process, arrays after the call)."""
-    specs = []
-    for n, array in enumerate(arrays):
-        path = folder / f"arg{n}.bin"
-        path.write_bytes(np.ascontiguousarray(array, "<f4").tobytes())
-        specs.append("x".join(map(str, array.shape)) + f":{path}")
-    proc = subprocess.run([*driver, str(library), "__tvm_ffi_main", *specs], capture_output=True, text=True,
-                          timeout=60)
-    after = [np.fromfile(folder / f"arg{n}.bin", "<f4").reshape(a.shape) for n, a in enumerate(arrays)]
-    return proc, after
+    return arm_qemu.build_driver(tmp_path_factory.mktemp("driver"), zig_cache)
 
 
 def test_aarch64_kernels_run_under_qemu(cache_dir, tmp_path, arm_driver):
@@ -169,14 +129,14 @@ def test_aarch64_kernels_run_under_qemu(cache_dir, tmp_path, arm_driver):
              (kernels.libm_calls(), [x, np.zeros(64, "float32")], np.exp(x) + np.log(x) + x ** 1.5)]
     for n, (mod, arrays, expected) in enumerate(cases):
         lib = jitflow.compile(mod, "c", host=ARM).export_library(tmp_path / f"k{n}.so")
-        proc, after = _call(arm_driver, lib, arrays, tmp_path)
+        proc, after = arm_qemu.call(arm_driver, lib, arrays, tmp_path)
         assert proc.returncode == 0, proc.stderr
         np.testing.assert_allclose(after[-1], expected, rtol=1e-5)
 
 
 def test_aarch64_kernel_errors_reach_the_caller_under_qemu(cache_dir, tmp_path, arm_driver):
     lib = jitflow.compile(kernels.axpb(2.0, 64), "c", host=ARM).export_library(tmp_path / "axpb.so")
-    proc, (_, c) = _call(arm_driver, lib, [np.ones(32, "float32"), np.zeros(64, "float32")], tmp_path)
+    proc, (_, c) = arm_qemu.call(arm_driver, lib, [np.ones(32, "float32"), np.zeros(64, "float32")], tmp_path)
     assert proc.returncode == 2
     assert "ValueError: Invalid A.shape[0]" in proc.stderr and "expected 64" in proc.stderr
     assert not c.any()   # nothing was written

@@ -1,0 +1,246 @@
+"""Split vector statements that C cannot hold into one scalar statement per lane.
+
+The prelude gives C vectors of 2, 4, 8 or 16 ints or floats, with element-wise arithmetic. TVM
+also emits vectors C has no type or operator for: 32 lanes (a vectorized bfloat16 loop), 3 lanes,
+bool masks, math calls on vectors (`expf(float4)`), float `%`. A statement holding any of those
+is rewritten lane by lane: every lane's value is computed into a scalar first, then stored, so a
+store that reads the buffer it writes keeps its vector meaning. clang's vectorizer is free to put
+the lanes back together.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .c_prelude import CONVERT_PREFIX, has_c_type
+
+#: ops whose vector form the C printer writes with C operators that work on prelude vectors.
+_VECTOR_OPS = {"tirx.bitwise_and", "tirx.bitwise_or", "tirx.bitwise_xor", "tirx.bitwise_not",
+               "tirx.shift_left", "tirx.shift_right", "tirx.reinterpret"}
+_EXTERN_OPS = {"tirx.call_extern", "tirx.call_pure_extern"}
+
+
+class CannotSplit(Exception):
+    """A construct that can be neither printed as a C vector nor split into lanes."""
+
+
+def dtype_of(expr: Any):
+    """The dtype of a primitive expression, or None for handles, strings and the like."""
+    ty = getattr(expr, "ty", None)
+    return getattr(ty, "dtype", None) if ty is not None and type(ty).__name__ == "PrimType" else None
+
+
+def lanes_of(expr: Any) -> int:
+    dtype = dtype_of(expr)
+    return dtype.lanes if dtype is not None else 1
+
+
+class LaneSplitter:
+    """Rewrites the vector statements of one function that C cannot express; keeps the split variables."""
+
+    def __init__(self) -> None:
+        import tvm
+
+        prim = tvm.ir.prim.expr
+        self.tvm = tvm
+        self.binary = (prim.Add, prim.Sub, prim.Mul, prim.Div, prim.Mod, prim.FloorDiv, prim.FloorMod,
+                       prim.Min, prim.Max, prim.EQ, prim.NE, prim.LT, prim.LE, prim.GT, prim.GE,
+                       prim.And, prim.Or, prim.LShift, prim.RShift, prim.BitwiseAnd, prim.BitwiseOr,
+                       prim.BitwiseXor)
+        self.unary = (prim.Not, prim.BitwiseNot)
+        self.split: dict[int, list[Any]] = {}   # a vector variable (by handle) -> its lanes as scalars
+
+    # -- which statements need splitting ---------------------------------------------------------
+
+    def _bad_node(self, node: Any) -> bool:
+        tvm = self.tvm
+        dtype = dtype_of(node)
+        if dtype is None:
+            return False
+        if isinstance(node, tvm.ir.expr.Var) and node.__chandle__() in self.split:
+            return True
+        if dtype.lanes == 1:
+            return False
+        if not has_c_type(dtype) or dtype.is_bool:
+            return True
+        if isinstance(node, tvm.ir.prim.expr.Mod) and dtype.is_float:
+            return True                                # fmodf(float4, float4) is not C
+        if isinstance(node, tvm.ir.prim.expr.Let):
+            return True
+        if isinstance(node, tvm.ir.Call):
+            name = getattr(node.op, "name", "")
+            if name in _EXTERN_OPS:
+                return not str(node.args[0].value).startswith(CONVERT_PREFIX)
+            return name not in _VECTOR_OPS             # math and other intrinsics on vectors
+        return False
+
+    def needs_split(self, *exprs: Any) -> bool:
+        """Whether any of the expressions holds a vector construct that C cannot express."""
+        import tvm_ffi
+
+        def visit(node: Any) -> Any:
+            return tvm_ffi.VisitInterrupt(node) if self._bad_node(node) else None
+
+        return any(expr is not None and tvm_ffi.structural_walk(expr, visit, order="pre") is not None
+                   for expr in exprs)
+
+    # -- one lane of an expression ---------------------------------------------------------------
+
+    def scalar(self, expr: Any) -> Any:
+        """A scalar expression with every vector construct inside it reduced to the lanes it reads."""
+        shuffle = self.tvm.ir.prim.expr.Shuffle
+
+        def on_shuffle(node: Any, mutator: Any) -> Any:
+            if lanes_of(node) == 1 and self.needs_split(node):
+                return self._from_shuffle(node, 0)
+            return mutator.default_mutate(node)
+
+        if not self.needs_split(expr):
+            return expr
+        out = mutate(expr, [(shuffle, on_shuffle)])
+        if self.needs_split(out):
+            raise CannotSplit(f"a scalar expression that reduces a vector ({_short(expr)})")
+        return out
+
+    def lane(self, expr: Any, n: int) -> Any:
+        """Lane n of a vector expression, as a scalar expression."""
+        tvm = self.tvm
+        prim, tirx = tvm.ir.prim.expr, tvm.tirx
+        if lanes_of(expr) == 1:
+            return self.scalar(expr)
+        if isinstance(expr, prim.Ramp):
+            base, stride = self.scalar(expr.base), self.scalar(expr.stride)
+            if n == 0:
+                return base
+            if isinstance(stride, prim.IntImm):
+                return prim.Add(base, prim.IntImm(dtype_of(stride), stride.value * n))
+            return prim.Add(base, prim.Mul(stride, prim.IntImm(dtype_of(stride), n)))
+        if isinstance(expr, prim.Broadcast):
+            return self.scalar(expr.value)
+        if isinstance(expr, tvm.ir.expr.TensorLoad):
+            if any(lanes_of(i) != lanes_of(expr) for i in expr.indices[-1:]):
+                raise CannotSplit(f"a vector load whose index has another lane count ({_short(expr)})")
+            return tirx.BufferLoad(expr.source, [self.lane(i, n) for i in expr.indices])
+        if isinstance(expr, self.binary):
+            return type(expr)(self.lane(expr.a, n), self.lane(expr.b, n))
+        if isinstance(expr, self.unary):
+            return type(expr)(self.lane(expr.a, n))
+        if isinstance(expr, prim.Select):
+            return prim.Select(self.lane(expr.condition, n), self.lane(expr.true_value, n),
+                               self.lane(expr.false_value, n))
+        if isinstance(expr, prim.Cast):
+            return prim.Cast(str(dtype_of(expr).with_lanes(1)), self.lane(expr.value, n))
+        if isinstance(expr, prim.Shuffle):
+            return self._from_shuffle(expr, n)
+        if isinstance(expr, tvm.ir.Call):
+            return self._call_lane(expr, n)
+        if isinstance(expr, tvm.ir.expr.Var):
+            if expr.__chandle__() in self.split:
+                return self.split[expr.__chandle__()][n]
+            if has_c_type(dtype_of(expr)):
+                return prim.Shuffle([expr], [prim.IntImm("int32", n)])
+        raise CannotSplit(f"{type(expr).__name__} of type {dtype_of(expr)} ({_short(expr)})")
+
+    def _from_shuffle(self, expr: Any, n: int) -> Any:
+        index = int(expr.indices[n].value)
+        for vector in expr.vectors:
+            count = lanes_of(vector)
+            if index < count:
+                return self.lane(vector, index) if count > 1 else self.scalar(vector)
+            index -= count
+        raise CannotSplit(f"a shuffle index out of range ({_short(expr)})")
+
+    def _call_lane(self, expr: Any, n: int) -> Any:
+        tvm = self.tvm
+        lanes = lanes_of(expr)
+        args = []
+        for arg in expr.args:
+            count = lanes_of(arg)
+            if count not in (1, lanes):
+                raise CannotSplit(f"the intrinsic {expr.op.name} changing the lane count ({_short(expr)})")
+            args.append(self.lane(arg, n) if count > 1 else self.scalar(arg) if dtype_of(arg) else arg)
+        ret = tvm.ir.PrimType(str(dtype_of(expr).with_lanes(1)))
+        return tvm.ir.Call(expr.op, args, expr.attrs, expr.ty_args, expr.span, ret_ty=ret)
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def _temps(self, name: str, dtype: Any, lanes: int) -> list[Any]:
+        scalar = str(dtype.with_lanes(1))
+        return [self.tvm.ir.expr.Var(f"{name}_lane{n}", scalar) for n in range(lanes)]
+
+    def store(self, stmt: Any) -> Any:
+        """A vector store as lane values bound to scalars first, then one scalar store per lane."""
+        tirx = self.tvm.tirx
+        lanes = lanes_of(stmt.value)
+        if lanes == 1:
+            return tirx.BufferStore(stmt.buffer, self.scalar(stmt.value), [self.scalar(i) for i in stmt.indices])
+        temps = self._temps(stmt.buffer.name, dtype_of(stmt.value), lanes)
+        binds = [tirx.Bind(t, self.lane(stmt.value, n)) for n, t in enumerate(temps)]
+        stores = [tirx.BufferStore(stmt.buffer, t, [self.lane(i, n) if lanes_of(i) > 1 else self.scalar(i)
+                                                    for i in stmt.indices])
+                  for n, t in enumerate(temps)]
+        return tirx.SeqStmt(binds + stores)
+
+    def bind(self, stmt: Any) -> Any:
+        """A vector variable bound lane by lane to scalar variables (its later uses read those)."""
+        tirx = self.tvm.tirx
+        lanes = lanes_of(stmt.var)
+        if lanes == 1:
+            return tirx.Bind(stmt.var, self.scalar(stmt.value))
+        temps = self._temps(stmt.var.name, dtype_of(stmt.var), lanes)
+        binds = [tirx.Bind(t, self.lane(stmt.value, n)) for n, t in enumerate(temps)]
+        self.split[stmt.var.__chandle__()] = temps
+        return tirx.SeqStmt(binds)
+
+    def evaluate(self, stmt: Any) -> Any:
+        tirx = self.tvm.tirx
+        lanes = lanes_of(stmt.value)
+        if lanes == 1:
+            return tirx.Evaluate(self.scalar(stmt.value))
+        return tirx.SeqStmt([tirx.Evaluate(self.lane(stmt.value, n)) for n in range(lanes)])
+
+    def handlers(self) -> list[tuple[type, Callable[[Any, Any], Any]]]:
+        """structural_mutate callbacks that split the statements needing it (in program order)."""
+        tirx = self.tvm.tirx
+
+        def on_store(stmt: Any, _m: Any) -> Any:
+            return self.store(stmt) if self.needs_split(stmt.value, *stmt.indices) else stmt
+
+        def on_bind(stmt: Any, _m: Any) -> Any:
+            return self.bind(stmt) if self.needs_split(stmt.var, stmt.value) else stmt
+
+        def on_evaluate(stmt: Any, _m: Any) -> Any:
+            return self.evaluate(stmt) if self.needs_split(stmt.value) else stmt
+
+        return [(tirx.BufferStore, on_store), (tirx.Bind, on_bind), (tirx.Evaluate, on_evaluate)]
+
+
+def mutate(root: Any, handlers: list[tuple[Any, Any]]) -> Any:
+    """tvm_ffi.structural_mutate, with a CannotSplit from a callback raised as itself.
+
+    An exception crossing the FFI boundary comes back as a RuntimeError; the first CannotSplit
+    raised by a callback is kept and raised instead.
+    """
+    import tvm_ffi
+
+    failures: list[CannotSplit] = []
+
+    def guarded(callback: Any) -> Any:
+        def run(node: Any, mutator: Any) -> Any:
+            try:
+                return callback(node, mutator)
+            except CannotSplit as exc:
+                failures.append(exc)
+                raise
+        return run
+
+    try:
+        return tvm_ffi.structural_mutate(root, [(kind, guarded(cb)) for kind, cb in handlers])
+    except Exception:
+        if failures:
+            raise failures[0] from None
+        raise
+
+
+def _short(expr: Any) -> str:
+    text = " ".join(str(expr).split())
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,100 @@
+"""The typed C prelude put in front of TVM's host C: the definitions its printer uses but never writes.
+
+TVM's C printer names vector types (`float4`, `int32_t8`, `half16`), builds vectors with a
+constructor call (`int32_t4(a, b, c, d)`) and reads lanes as `v.s3`; it names float16 `half`.
+zig's clang understands all of that once the types exist: they are clang ext_vector_type
+vectors (lanes, `.sN`, element-wise operators and `?:`), typedef'd with the element's alignment
+so that TVM's `*(float4*)(A + i)` loads and stores are safe at any element offset.
+
+The IR pass (c_legalize.py) rewrites what C cannot say with those types into calls of the
+`jitflow_*` helpers below. Helpers that depend on the module (vector conversions, static handles)
+are written only when the C source calls them. This text is part of how a library is built, so
+it is covered by the cache key with the rest of jitflow/builder.
+"""
+from __future__ import annotations
+
+import re
+
+#: (DLPack type code, bits) -> C element type, for every element type the prelude has vectors of.
+ELEMENTS = {(0, 8): "int8_t", (0, 16): "int16_t", (0, 32): "int32_t", (0, 64): "int64_t",
+            (1, 8): "uint8_t", (1, 16): "uint16_t", (1, 32): "uint32_t", (1, 64): "uint64_t",
+            (2, 16): "half", (2, 32): "float", (2, 64): "double"}
+#: Lane counts of the prelude's vector types; other counts are split into scalars by the IR pass
+#: (clang stores a 3-lane vector as 4 lanes, which would write past the end of a buffer).
+LANES = (2, 4, 8, 16)
+
+CONVERT_PREFIX = "jitflow_cvt_"
+STATIC_HANDLE_PREFIX = "jitflow_static_handle_"
+MARK = "/* jitflow C prelude */"
+END_MARK = "/* end of jitflow C prelude */"
+
+_FIXED_HELPERS = r"""
+static inline half jitflow_f16_from_bits(int16_t b) { half v; __builtin_memcpy(&v, &b, 2); return v; }
+static inline float jitflow_f32_from_bits(int32_t b) { float v; __builtin_memcpy(&v, &b, 4); return v; }
+static inline double jitflow_f64_from_bits(int64_t b) { double v; __builtin_memcpy(&v, &b, 8); return v; }
+static inline float jitflow_exp10f(float x) { return powf(10.0f, x); }
+static inline double jitflow_exp10(double x) { return pow(10.0, x); }
+static inline int32_t jitflow_clz32(uint32_t x) { return x ? __builtin_clz(x) : 32; }
+static inline int32_t jitflow_clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64; }
+static inline int32_t jitflow_popcount32(uint32_t x) { return __builtin_popcount(x); }
+static inline int32_t jitflow_popcount64(uint64_t x) { return __builtin_popcountll(x); }
+"""
+
+
+def element_c_type(code: int, bits: int) -> str | None:
+    """The C type of one element of a DLPack (code, bits), or None when the prelude has none."""
+    return ELEMENTS.get((code, bits))
+
+
+def has_c_type(dtype) -> bool:
+    """Whether TVM's C printer can name `dtype` with the prelude: a scalar, or a vector of its types."""
+    if dtype.lanes == 1:
+        return True
+    return dtype.lanes in LANES and (dtype.type_code, dtype.bits) in ELEMENTS
+
+
+def convert_helper(dst, src) -> str:
+    """Name of the helper converting a vector of dtype `src` to `dst` lane by lane."""
+    return f"{CONVERT_PREFIX}{dst}_{src}"
+
+
+def _vector_types() -> str:
+    lines = []
+    for (_, bits), name in ELEMENTS.items():
+        for lanes in LANES:
+            vec = f"{name}{lanes}"
+            lines.append(f"typedef {name} {vec} __attribute__((ext_vector_type({lanes}), aligned({bits // 8})));")
+            lines.append(f"#define {vec}(...) (({vec}){{__VA_ARGS__}})")
+    return "\n".join(lines)
+
+
+PRELUDE = "\n".join([MARK, "typedef _Float16 half;", _vector_types(), _FIXED_HELPERS.strip(), ""])
+
+_DTYPE = r"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:2|4|8|16)"
+_CONVERT_RE = re.compile(rf"\b{CONVERT_PREFIX}({_DTYPE})_({_DTYPE})\b")
+_HANDLE_RE = re.compile(rf"\b{STATIC_HANDLE_PREFIX}(\d+)\b")
+_DTYPE_PARTS = re.compile(r"(u?int|float)(\d+)x(\d+)")
+
+
+def _c_vector(dtype: str) -> str:
+    kind, bits, lanes = _DTYPE_PARTS.fullmatch(dtype).groups()
+    code = {"int": 0, "uint": 1, "float": 2}[kind]
+    return f"{ELEMENTS[(code, int(bits))]}{lanes}"
+
+
+def module_helpers(source: str) -> str:
+    """Definitions of the module-specific helpers the C source calls (conversions, static handles)."""
+    out = []
+    for dst, src in sorted(set(_CONVERT_RE.findall(source))):
+        cdst, csrc = _c_vector(dst), _c_vector(src)
+        out.append(f"static inline {cdst} {convert_helper(dst, src)}({csrc} v) "
+                   f"{{ return __builtin_convertvector(v, {cdst}); }}")
+    for n in sorted({int(n) for n in _HANDLE_RE.findall(source)}):
+        out.append(f"static void* {STATIC_HANDLE_PREFIX}slot_{n} = (void*)0;")
+        out.append(f"static inline void* {STATIC_HANDLE_PREFIX}{n}(void) {{ return &{STATIC_HANDLE_PREFIX}slot_{n}; }}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def prelude_for(source: str) -> str:
+    """The prelude for one host C source: the fixed definitions plus the helpers it calls."""
+    return PRELUDE + module_helpers(source) + END_MARK + "\n"
