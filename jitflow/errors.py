@@ -49,8 +49,17 @@ class CompileError(JitflowError):
         super().__init__("\n".join(lines))
 
     def with_source(self, source_path: Path | str | None) -> CompileError:
-        """The same error pointing at the source where it is kept now (the build folder is gone)."""
-        return CompileError(self.tool, self.command, self.log, source_path)
+        """The same error (same class and details) pointing at the source where it is kept now, the
+        build folder being gone; None when it could not be kept."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.source_path = Path(source_path) if source_path else None
+        text = self.args[0] if self.args else ""
+        if self.source_path is not None:
+            where = str(new.source_path) if new.source_path else "(could not be kept)"
+            text = text.replace(f"  source kept at: {self.source_path}", f"  source kept at: {where}")
+        new.args = (text,)
+        return new
 
 
 class HostCodeError(CompileError):
