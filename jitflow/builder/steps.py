@@ -56,7 +56,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     entry = Entry(folder)
     entry.sources.mkdir(parents=True, exist_ok=True)
     with clock.stage("lower"):
-        lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"))
+        lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"),
+                              options.get("caller_context"))
     entry.host_c.write_text(lowered.host_c)
     objects = [folder / "host.o"]
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
