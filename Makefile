@@ -19,6 +19,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# the long repetitions (tests marked slow): the kill test 100 times, the prune-while-reading race 20 times
 soak: $(STAMP)
 	JITFLOW_SOAK=1 $(PY) -m pytest -q -m slow
 

@@ -28,12 +28,12 @@ import time
 t0 = time.perf_counter()
 import sys
 sys.path[:0] = {paths!r}
-import tvm, jitflow, jitflow.loader, kernels, models
+import tvm, jitflow, jitflow.runtime.load, kernels, models
 t1 = time.perf_counter()
 mod = {make}
 t_mod = time.perf_counter()
 if {target!r} == "cuda":   # the CUDA context costs every path the same; create it before timing
-    jitflow.loader.ensure_cuda_backend()
+    jitflow.runtime.load.ensure_cuda_backend()
     tvm.runtime.empty((1,), "float32", tvm.cuda(0))
 t2 = time.perf_counter()
 if {mode!r} == "tvm":

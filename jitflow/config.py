@@ -27,6 +27,9 @@ ENVIRONMENT = {
     "JITFLOW_BUILD_JOBS": ("the usable cores", "compilers one build runs at once; the host C and the device code "
                                                 "are compiled in as many pieces"),
     "JITFLOW_CACHE_MAX_SIZE": ("4GiB", "size cap of the cache; least recently used entries are evicted beyond it"),
+    "JITFLOW_CACHE_SALT": ("unset", "any text, mixed into every cache key: change it when something jitflow "
+                                    "cannot see changes what TVM emits (a registered callback's body, a pass "
+                                    "edited in place)"),
     "JITFLOW_PROGRESS": ("auto", "build progress on stderr: auto (terminals only, builds over 1.5 s), 1 or 0"),
     "JITFLOW_REMOTE_CACHE": ("unset (no shared tier)",
                              "shared cache tier behind the local one: redis://host:6379/0, rediss://... (TLS), "
@@ -165,6 +168,7 @@ class Settings:
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
     cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
+    cache_salt: str = ""
     build_jobs: int | None = None       # None: the usable cores (builder/host_compile.py)
 
 
@@ -194,7 +198,8 @@ def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
 
 
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
-            cuda_compiler: str | None = None, cuda_floor: str | float | None = None) -> Settings:
+            cuda_compiler: str | None = None, cuda_floor: str | float | None = None,
+            cache_salt: str | None = None) -> Settings:
     """Resolve settings: explicit arguments win over JITFLOW_* variables, which win over defaults."""
     _check_arguments(cache_dir, cache, cuda_compiler)
     if cache_dir is None:
@@ -212,9 +217,12 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     zig_env = os.environ.get("JITFLOW_ZIG_CACHE_DIR", "").strip()
     zig_dir = Path(zig_env).expanduser().absolute() if zig_env else None
     max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
+    if cache_salt is not None and not isinstance(cache_salt, str):
+        raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
+    salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
     jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0)
     if jobs and jobs != int(jobs):
         raise InvalidInputError(f"JITFLOW_BUILD_JOBS={jobs!r} is not a whole number")
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
-                    cuda_floor=resolve_cuda_floor(cuda_floor), build_jobs=int(jobs) or None)
+                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None)

@@ -48,6 +48,19 @@ class CompileError(JitflowError):
         lines.extend("    " + ln for ln in (log.strip() or "(empty)").splitlines()[-60:])
         super().__init__("\n".join(lines))
 
+    def with_source(self, source_path: Path | str | None) -> CompileError:
+        """The same error (same class and details) pointing at the source where it is kept now, the
+        build folder being gone; None when it could not be kept."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.source_path = Path(source_path) if source_path else None
+        text = self.args[0] if self.args else ""
+        if self.source_path is not None:
+            where = str(new.source_path) if new.source_path else "(could not be kept)"
+            text = text.replace(f"  source kept at: {self.source_path}", f"  source kept at: {where}")
+        new.args = (text,)
+        return new
+
 
 class HostCodeError(CompileError):
     """The module's host code uses a construct that the C host cannot express.
@@ -84,6 +97,22 @@ class FunctionNotFoundError(JitflowError, LookupError):
 
 class CacheError(JitflowError):
     """The cache directory cannot be used (not writable, unsafe ownership or permissions)."""
+
+
+class UntrustedFolderError(CacheError):
+    """A folder that would hold code to load can be changed by another user: jitflow refuses it.
+
+    Carries the folder and the reason (which folder on the way, its owner and mode).
+    """
+
+    def __init__(self, folder: Path | str, problem: str, fix: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.problem = problem
+        fix = fix or "or choose a folder of your own"
+        super().__init__(
+            f"refusing the folder {self.folder}: {problem}; another user could replace what jitflow "
+            f"loads from it. Fix: make every folder on the way owned by you (or root) and not writable "
+            f"by others (chmod go-w), {fix}")
 
 
 class LibraryFormatError(JitflowError):

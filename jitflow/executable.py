@@ -2,22 +2,24 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from . import config, pipeline
-from .builder import prepare
+from .builder import pass_context, prepare
 from .builder.clock import BuildInfo
+from .cache import recipe, registrations
 from .cache.disk import Cache
 from .cache.key import compute_key, module_text, pipeline_key
-from .errors import FunctionNotFoundError, InvalidInputError, JitflowError, LoadError
+from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
+from .runtime.library_file import LibraryFile
 from .runtime.load import load_library
 from .target import TargetSpec, resolve_target
 from .toolchain import cuda as cuda_toolchain
+from .toolchain import environment
 from .toolchain.versions import tool_versions
 
 _LOADED: dict[tuple[str, str], Any] = {}   # (cache dir, key) -> runtime module, for the process
@@ -25,10 +27,14 @@ _LOADED_LOCK = threading.Lock()
 
 
 class Executable:
-    """A module, a target and options; builds (or finds in the cache) a library on first use."""
+    """A module, a target and options; builds (or finds in the cache) a library on first use.
+
+    The module is jitflow's own copy, taken by compile(): changing the caller's module afterwards
+    changes nothing here, and the key names exactly what is built.
+    """
 
     def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: dict[str, Any]) -> None:
-        self.mod = mod
+        self._mod = mod
         self.target = spec
         self.settings = settings
         self.options = options
@@ -43,27 +49,39 @@ class Executable:
         return f"<jitflow.Executable {self.target.describe()} {state}>"
 
     @property
+    def mod(self) -> Any:
+        """A copy of the module this executable builds (changing it changes nothing here)."""
+        return self._mod.clone()
+
+    @property
     def key(self) -> str:
-        """The cache key (sha256 hex) of this module, target, options and tool versions."""
+        """The cache key (sha256 hex) of this module, target, options, context, environment and tools."""
         if self._key is None:
             if self.target.is_cuda and not self.options.get("cuda_floor"):
                 self.options["cuda_floor"] = str(cuda_toolchain.default_floor(self.settings.cuda_compiler))
-            text = module_text(self.mod)
-            versions = tool_versions(self.target, self.settings.cuda_compiler)
-            self._key = compute_key(text, self.target, self._key_options(), versions)
+            text = module_text(self._mod)
+            versions = dict(tool_versions(self.target, self.settings.cuda_compiler), recipe=recipe.digest())
+            self._key = compute_key(text, self.target, self._key_options(text), versions)
         return self._key[0]
 
-    def _key_options(self) -> dict[str, Any]:
-        opts = dict(self.options)
+    def _key_options(self, ir_text: str) -> dict[str, Any]:
+        opts = {k: v for k, v in self.options.items() if k not in ("pass_config", "caller_context")}
+        opts["pass_context"] = pass_context.key_of(self.options.get("caller_context"), self.options.get("pass_config"))
+        opts["registrations"] = registrations.fingerprint(ir_text, self.target.kind)
         if self.target.is_cuda:
             opts["cuda_compiler"] = self.settings.cuda_compiler
+            if self.settings.cuda_compiler == "nvrtc":
+                opts["environment"] = environment.nvrtc_inputs(self.options.get("device_options", ()))
         if "relax_pipeline" in opts:
             opts["relax_pipeline"] = pipeline_key(opts["relax_pipeline"])
+        if self.settings.cache_salt:
+            opts["salt"] = self.settings.cache_salt
         return opts
 
-    def _obtain(self) -> tuple[Path, dict[str, Any]]:
+    def _obtain(self) -> tuple[LibraryFile, dict[str, Any]]:
+        """The verified library, held open (close it), and its metadata."""
         key = self.key
-        library, meta, info = pipeline.obtain(key, self._key[1], self.mod, self.target, self.settings,
+        library, meta, info = pipeline.obtain(key, self._key[1], self._mod, self.target, self.settings,
                                               self.options)
         self.build_info = info
         self._meta = meta
@@ -89,13 +107,10 @@ class Executable:
             library, meta = self._obtain()
             try:
                 module = load_library(library, cuda=bool(meta.get("cuda")), device_query=device_query)
-            except LoadError:
-                if library.exists() or not self.settings.cache_enabled:
-                    raise
-                library, meta = self._obtain()  # evicted between lookup and load: look again
-                module = load_library(library, cuda=bool(meta.get("cuda")), device_query=device_query)
-            if not self.settings.cache_enabled:
-                pipeline.remove_temporary(library)
+            finally:
+                library.close()
+                if not self.settings.cache_enabled:
+                    pipeline.remove_temporary(library)
             self._module = module
             with _LOADED_LOCK:
                 _LOADED[memo] = module
@@ -141,9 +156,10 @@ class Executable:
         with self._lock:
             library, meta = self._obtain()
         try:
-            return inspect_folder(library.parent, meta, "build", str(self.build_info),
+            return inspect_folder(library.path.parent, meta, "build", str(self.build_info),
                                   keep_paths=self.settings.cache_enabled)
         finally:
+            library.close()
             if not self.settings.cache_enabled:
                 pipeline.remove_temporary(library)
 
@@ -167,10 +183,13 @@ class Executable:
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
         except OSError as exc:
+            library.close()
+            if not self.settings.cache_enabled:
+                pipeline.remove_temporary(library)
             raise JitflowError(f"export_library: cannot write in {dest.parent}: {exc.strerror}") from None
         try:
-            with os.fdopen(fd, "wb") as out, open(library, "rb") as src:
-                shutil.copyfileobj(src, out)
+            with os.fdopen(fd, "wb") as out:
+                library.copy_to(out)   # the verified bytes, whatever the cache's path holds now
                 out.flush()
                 os.fsync(out.fileno())
             os.chmod(tmp, 0o755)
@@ -178,6 +197,7 @@ class Executable:
         except OSError as exc:
             raise JitflowError(f"export_library: cannot write {dest}: {exc.strerror}") from None
         finally:
+            library.close()
             if os.path.exists(tmp):
                 os.unlink(tmp)
             if not self.settings.cache_enabled:
@@ -196,16 +216,21 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
-            cuda_floor: str | float | None = None) -> Executable:
+            cuda_floor: str | float | None = None, cache_salt: str | None = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
-    mod: a tvm.IRModule or a PrimFunc. target: "cuda", "c", a dict or a tvm.target.Target.
+    mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
+    target: "cuda", "c", a dict or a tvm.target.Target.
     arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU;
     "portable": SASS for each GPU generation the compiler supports and PTX for the oldest.
     cuda_floor: the oldest driver (CUDA version, "13.0") the library must load on; it decides the
     PTX ISA of the fatbin. Default JITFLOW_CUDA_FLOOR, else the compiler's major version .0.
+    pass_config: PassContext options, merged into the context the caller has entered now (its
+    opt level, passes, instruments and config are honoured; none entered means opt_level=3).
     relax_pipeline (Relax modules): a name for tvm.relax.get_pipeline or a tvm.transform.Pass;
-    default TVM's pipeline for the target. A name is keyed as itself, a Pass by str(pass).
+    default TVM's pipeline for the target. A name is keyed with the function behind it, a Pass
+    by str(pass).
+    cache_salt: text mixed into the key (default JITFLOW_CACHE_SALT) for what jitflow cannot see.
     """
     import tvm
 
@@ -217,13 +242,15 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
         mod = prepare.prepare(mod)
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
-    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor)
+    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
+                              cache_salt=cache_salt)
     spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host)
     if pass_config is not None and not isinstance(pass_config, dict):
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
-    options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options)}
+    options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options),
+               "caller_context": pass_context.caller_context()}
     if spec.is_cuda:  # None: the compiler's major version .0, found when the key is first needed
         options["cuda_floor"] = str(settings.cuda_floor) if settings.cuda_floor else None
     if prepare.is_relax(mod):

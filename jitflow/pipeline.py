@@ -1,5 +1,8 @@
 """The pipeline, the one place that knows the order of things:
 key -> disk cache -> shared tier -> build (build/steps.py) -> store -> evict; loading is the caller's.
+
+What it hands back is a LibraryFile: the library held open, verified through that descriptor
+(its sha256 against the entry's metadata on a hit, hashed as it is published after a build).
 """
 from __future__ import annotations
 
@@ -17,26 +20,27 @@ from .builder.steps import build_into
 from .cache import admin, location
 from .cache.disk import Cache
 from .cache.entry import LIBRARY
+from .cache.failed import keep_sources
+from .cache.key import ir_sha256, module_text
 from .cache.shared.tier import Turn
 from .config import Settings
-from .errors import CacheError, CompileError
+from .errors import CacheError, CompileError, InvalidInputError
+from .runtime.library_file import LibraryFile
 from .target import TargetSpec
 
 log = logging.getLogger("jitflow")
 
 
 def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
-           options: dict[str, Any]) -> tuple[Path, dict[str, Any], BuildInfo]:
+           options: dict[str, Any]) -> tuple[LibraryFile, dict[str, Any], BuildInfo]:
     """The verified library for `key`: from the cache, or built (once, under the key's lock) and stored."""
     start = time.perf_counter()
     info = BuildInfo(key=key, outcome="hit")
     if not settings.cache_enabled:
-        folder = Path(tempfile.mkdtemp(prefix="jitflow-"))
-        with _progress(key, spec, settings) as progress:
-            meta = build_into(folder, mod, spec, settings, options, info.stages, progress)
-        info.outcome, info.total, info.library = "built", time.perf_counter() - start, folder / LIBRARY
+        library, meta = _build_uncached(key, inputs, mod, spec, settings, options, info)
+        info.outcome, info.total, info.library = "built", time.perf_counter() - start, library.path
         log.info("jitflow: %s (cache disabled)", info)
-        return folder / LIBRARY, dict(_with_inputs(meta, inputs), key=key), info
+        return library, meta, info
     cache = Cache(settings.cache_dir)
     found = cache.lookup(key, inputs)
     if found is None:
@@ -45,6 +49,7 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
             cache = usable
             found = cache.lookup(key, inputs)
     if found is None:
+        settings = location.zig_settings(settings, cache)
         wait_start = time.perf_counter()
         with cache.lock(key), Turn(settings, cache, key) as shared:
             info.stages["wait"] = time.perf_counter() - wait_start
@@ -59,20 +64,43 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
                 shared.share()
         if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
             admin.prune(cache, max_size=settings.cache_max_size, keep=key)
-    info.total, info.library = time.perf_counter() - start, found[0]
+    info.total, info.library = time.perf_counter() - start, found[0].path
     log.info("jitflow: %s", info)
     return found[0], found[1], info
 
 
-def _build_and_store(cache: Cache, key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec,
-                     settings: Settings, options: dict[str, Any], info: BuildInfo) -> tuple[Path, dict[str, Any]]:
+def _build_uncached(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
+                    options: dict[str, Any], info: BuildInfo) -> tuple[LibraryFile, dict[str, Any]]:
+    """Build in a private temporary folder, removed on failure (its sources kept for the error)."""
+    settings = location.zig_settings(settings, None)
+    folder = Path(tempfile.mkdtemp(prefix="jitflow-"))
+    try:
+        with _progress(key, spec, settings) as progress:
+            meta = _build(folder, mod, inputs, spec, settings, options, info, progress)
+        return LibraryFile.open(folder / LIBRARY), dict(_with_inputs(meta, inputs), key=key)
+    except BaseException as exc:
+        try:
+            if isinstance(exc, CompileError):
+                raise keep_sources(location.usable(Cache(settings.cache_dir)).root, key, folder, exc) from None
+            raise
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _build_and_store(cache: Cache, key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
+                     options: dict[str, Any], info: BuildInfo) -> tuple[LibraryFile, dict[str, Any]]:
     """Build into a staging folder and publish it; a full disk is a CacheError that leaves nothing."""
     try:
         with cache.staging(key) as folder, _progress(key, spec, settings) as progress:
-            meta = build_into(folder, mod, spec, settings, options, info.stages, progress)
+            try:
+                meta = _build(folder, mod, inputs, spec, settings, options, info, progress)
+            except CompileError as exc:
+                if _out_of_space(cache.root):
+                    raise
+                raise keep_sources(cache.root, key, folder, exc) from None
             meta = dict(_with_inputs(meta, inputs), stages=dict(info.stages))
             with Clock(info.stages, progress).stage("store"):
-                lib = cache.publish(key, folder, meta)
+                return cache.publish(key, folder, meta)
     except (OSError, CompileError) as exc:  # a full disk shows up as either; nothing half-written stays
         full = _out_of_space(cache.root)
         if isinstance(exc, CompileError) and not full:
@@ -80,7 +108,16 @@ def _build_and_store(cache: Cache, key: str, inputs: dict[str, Any], mod: Any, s
         reason = "no space left on the device" if full else str(exc)
         raise CacheError(f"cannot write the cache entry under {cache.root}: {reason}; "
                          "free space, or set JITFLOW_CACHE_DIR elsewhere or JITFLOW_CACHE=0") from None
-    return lib, cache.read_meta(key) or meta
+
+
+def _build(folder: Path, mod: Any, inputs: dict[str, Any], spec: TargetSpec, settings: Settings,
+           options: dict[str, Any], info: BuildInfo, progress: Progress) -> dict[str, Any]:
+    """build_into, after checking that the module is still the one the key was taken from (a tensor
+    bound in it and changed in place would otherwise be built under the old key)."""
+    if ir_sha256(module_text(mod)) != inputs.get("ir_sha256"):
+        raise InvalidInputError("the module changed after its cache key was taken (a tensor bound in it was "
+                                "modified in place?); call jitflow.compile() again with the changed module")
+    return build_into(folder, mod, spec, settings, options, info.stages, progress)
 
 
 def _with_inputs(meta: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +143,7 @@ def _progress(key: str, spec: TargetSpec, settings: Settings) -> Iterator[Progre
         progress.close(outcome)
 
 
-def remove_temporary(library: Path) -> None:
-    """Remove the temporary build folder of an uncached build once its library is loaded."""
-    shutil.rmtree(library.parent, ignore_errors=True)
+def remove_temporary(library: LibraryFile | Path) -> None:
+    """Remove the temporary build folder of an uncached build once its library is loaded or copied."""
+    path = library.path if isinstance(library, LibraryFile) else Path(library)
+    shutil.rmtree(path.parent, ignore_errors=True)

@@ -58,14 +58,83 @@ def cache_dir(tmp_path, zig_cache, monkeypatch) -> Path:
     return path
 
 
+#: a user id no account uses: the "other local user" of the security tests
+OTHER_UID = 54321
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="acting as a second local user needs root (setuid)")
+
+
+def as_other_user(action, uid: int = OTHER_UID) -> None:
+    """Run `action()` in a forked child that has become another user (needs root); raise if it fails."""
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            action()
+            status = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "the other user's action failed"
+
+
+#: code for a reader process: `read(scale)` checks axpb(scale) the two ways a process reads the
+#: cache: export_library (a lookup and a copy of the library, in this process: nothing is remembered
+#: between calls) and, every `fork_every` calls, jit() in a forked child (a new process's lookup and
+#: load). It returns 0, or 1 after printing what failed.
+READS = """
+    import itertools, os, tempfile, traceback
+    import numpy as np, tvm, jitflow, kernels
+
+    _out, _calls = tempfile.mkdtemp(), itertools.count()
+
+    def _check(module, scale):
+        c = tvm.runtime.tensor(np.zeros(64, "float32"))
+        module.get_function("main")(tvm.runtime.tensor(np.ones(64, "float32")), c)
+        np.testing.assert_allclose(c.numpy(), scale + 1)
+
+    def _forked_jit(scale):
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                _check(jitflow.compile(kernels.axpb(scale), "c").jit(), scale)
+                status = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(status)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    def read(scale, fork_every=4):
+        n = next(_calls)
+        if n % fork_every == 0:
+            return _forked_jit(scale)
+        try:
+            path = jitflow.compile(kernels.axpb(scale), "c").export_library(os.path.join(_out, f"{n}.so"))
+            _check(jitflow.load(path), scale)
+            os.unlink(path)
+            return 0
+        except Exception:
+            traceback.print_exc()
+            return 1
+"""
+
+
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 300,
-               check: bool = True) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter with the tests folder importable."""
+               check: bool = True, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter with the tests folder importable (in `cwd`, which comes
+    first on its import path)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), full_env.get("PYTHONPATH", "")])
     full_env.update(env or {})
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

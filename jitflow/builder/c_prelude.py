@@ -68,7 +68,8 @@ def _vector_types() -> str:
     return "\n".join(lines)
 
 
-PRELUDE = "\n".join([MARK, "typedef _Float16 half;", _vector_types(), _FIXED_HELPERS.strip(), ""])
+PRELUDE = "\n".join([MARK, "#include <stdint.h>", "#include <math.h>", "typedef _Float16 half;", _vector_types(),
+                     _FIXED_HELPERS.strip(), ""])
 
 _DTYPE = r"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:2|4|8|16)"
 _CONVERT_RE = re.compile(rf"\b{CONVERT_PREFIX}({_DTYPE})_({_DTYPE})\b")

@@ -20,6 +20,7 @@ from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
 from ..target import TargetSpec
+from . import pass_context
 from .host_c import host_source
 from .host_codegen import legalized_c_host
 from .prepare import check_thread_binding, is_relax
@@ -27,6 +28,7 @@ from .prepare import check_thread_binding, is_relax
 _CALLBACK = "tvm_callback_cuda_compile"
 _DEFERRED = "// jitflow: device code compiled ahead of time\n"
 _LOCK = threading.Lock()
+NOT_GIVEN: Any = object()
 _ENTRY_RE = re.compile(r"TVM_DLL int32_t __tvm_ffi_([A-Za-z_][A-Za-z0-9_]*)\(void\* self_handle")
 
 
@@ -114,11 +116,13 @@ def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
 
 @legalized_c_host()   # TVM's C printer gets the host IR legalized (c_legalize.py)
 def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
-          relax_pipeline: Any = None, defer_pack: bool = False) -> Lowered:
+          relax_pipeline: Any = None, caller_context: Any = NOT_GIVEN, defer_pack: bool = False) -> Lowered:
     """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure.
 
     relax_pipeline (Relax modules only): a pipeline name known to tvm.relax.get_pipeline or a
     Pass; None is TVM's default for the target (for CUDA it schedules with dlight's GPU rules).
+    caller_context: the PassContext the caller had entered when compiling (None: none), merged
+    with pass_config (pass_context.py); by default the one entered now.
     defer_pack (CPU targets): return once the host C is known and pack the VM's blob (its weights:
     a large model takes tenths of a second) in `Lowered.finish()`, while the host C compiles.
     """
@@ -128,8 +132,10 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
     if spec.is_cuda and not relax:
         check_thread_binding(mod)
     options = {"relax_pipeline": "default" if relax_pipeline is None else relax_pipeline} if relax else {}
+    if caller_context is NOT_GIVEN:
+        caller_context = pass_context.caller_context()
     try:
-        with _tvm_does_not_compile_cuda(), tvm.transform.PassContext(opt_level=3, config=pass_config or {}):
+        with _tvm_does_not_compile_cuda(), pass_context.entered(caller_context, pass_config):
             executable = tvm.compile(mod, target=spec.tvm_target(), **options)
     except Exception as exc:
         text = str(exc)

@@ -15,11 +15,17 @@ def is_relax(mod: Any) -> bool:
 
 
 def prepare(mod: Any):
-    """PrimFunc or IRModule -> IRModule whose PrimFuncs export under their names in the module."""
+    """PrimFunc or IRModule -> a new IRModule whose PrimFuncs export under their names in the module.
+
+    The caller's module is copied, never changed: later changes to it (mod["main"] = other) do not
+    reach the copy, and the copy's changes do not reach the caller.
+    """
     import tvm
 
     if isinstance(mod, tvm.tirx.PrimFunc):
         mod = tvm.IRModule({"main": mod})
+    else:
+        mod = mod.clone()
     updates = {}
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc):

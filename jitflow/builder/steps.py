@@ -66,7 +66,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     side.submit(host_libs.stubs, spec.host, zig_dir)   # made once per machine, while TVM lowers
     side.shutdown(wait=False)
     with clock.stage("lower", "lowering with TVM"):
-        lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"), defer_pack=True)
+        lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"),
+                              options.get("caller_context"), defer_pack=True)
     entry.host_c.write_text(lowered.host_c)
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,

@@ -1,12 +1,18 @@
 """The disk cache: one entry folder per key (see entry.py), found, verified, locked and published.
 
 Entries are built in a staging folder inside the cache, then published by one rename under a
-per-key file lock; a lookup verifies the library's sha256 before anyone loads it.
+per-key file lock. A lookup checks that nobody else can change the cache (trust.py), opens the
+entry's folders and files without following links, and verifies the library's sha256 through the
+descriptor it then hands out (a LibraryFile): the bytes checked are the bytes loaded, even if the
+entry is pruned or replaced meanwhile.
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import logging
+import mmap
 import os
 import shutil
 import stat
@@ -16,39 +22,91 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import CacheError
-from .entry import FORMAT_VERSION, LIBRARY, Entry, discard, library_problem, meta_problem, sha256_file
+from ..errors import CacheError, UntrustedFolderError
+from ..runtime.library_file import LibraryFile
+from . import trust
+from .entry import FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem
 
 log = logging.getLogger("jitflow")
 
+#: what the cache's error messages advise when a folder is refused
+FIX = "or set JITFLOW_CACHE_DIR to a folder of your own such as ~/.cache/jitflow"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-def _mkdir_private(path: Path) -> None:
-    """Create path and any missing parents, each readable by the user alone."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        folder.mkdir(mode=0o700, exist_ok=True)
+
+class _Refused(Exception):
+    """An entry that exists but must not be loaded (the message says why)."""
+
+
+def sha256_fd(fd: int) -> str:
+    """sha256 of an open file's bytes."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return hashlib.sha256(b"").hexdigest()
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+        return hashlib.sha256(data).hexdigest()
+
+
+def _checked(fd: int, where: str, folder: bool) -> int:
+    """`fd` if it is a folder (or a regular file) of this user that others cannot write; else _Refused."""
+    st = os.fstat(fd)
+    kind_ok = stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)
+    problem = None
+    if not kind_ok:
+        problem = f"{where} is not a {'folder' if folder else 'regular file'}"
+    elif st.st_uid != os.getuid():
+        problem = f"{where} is owned by user {st.st_uid}, not {os.getuid()}"
+    elif st.st_mode & 0o022:
+        problem = f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    if problem:
+        os.close(fd)
+        raise _Refused(problem)
+    return fd
+
+
+def _open(name: str | os.PathLike, where: str, dir_fd: int | None, folder: bool) -> int:
+    """Open one component without following a link, and check it."""
+    try:
+        fd = os.open(name, _DIR_FLAGS if folder else _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        if exc.errno == errno.ELOOP:
+            raise _Refused(f"{where} is a symbolic link") from None
+        if exc.errno == errno.ENOTDIR:
+            raise _Refused(f"{where} is not a folder") from None
+        raise _Refused(f"{where}: {exc.strerror}") from None
+    return _checked(fd, where, folder)
 
 
 class Cache:
     """A jitflow cache directory (its format version folder under the configured root)."""
 
     def __init__(self, root: Path) -> None:
-        self.root = Path(root) / f"v{FORMAT_VERSION}"
+        self.folder = Path(root)
+        self.root = self.folder / f"v{FORMAT_VERSION}"
         self.entries = self.root / "entries"
         self.locks = self.root / "locks"
         self.staging_root = self.root / "staging"
 
     def ensure(self) -> None:
-        """Create the cache folders (private to the user) or raise CacheError naming the fix."""
+        """Create the cache folders (private to the user) or raise CacheError naming the fix.
+
+        UntrustedFolderError (a CacheError) when a folder on the way could be changed by another
+        user: jitflow does not fall back then, the configuration must be fixed.
+        """
         try:
-            for d in (self.entries, self.locks, self.staging_root):
-                _mkdir_private(d)
+            if os.path.lexists(self.folder):
+                trust.check_folder(self.folder, FIX)   # the user's own folder: checked, never narrowed
+            else:
+                trust.make_private_folder(self.folder, FIX)
             for d in (self.root, self.entries, self.locks, self.staging_root):
-                if d.stat().st_mode & 0o077 and d.stat().st_uid == os.getuid():
-                    os.chmod(d, 0o700)
+                trust.make_private_folder(d, FIX)
+            if not os.access(self.root, os.W_OK):
+                raise PermissionError(13, "not writable")
+        except UntrustedFolderError:
+            raise
         except OSError as exc:
             raise CacheError(
                 f"cannot create the cache directory {self.root}: {exc.strerror}; "
@@ -63,54 +121,62 @@ class Cache:
     def read_meta(self, key: str) -> dict[str, Any] | None:
         return self.entry(key).read_meta()
 
-    def lookup(self, key: str, expect: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]] | None:
-        """The verified library and metadata of `key`, or None (missing, unsafe or bad: rebuild).
+    def lookup(self, key: str, expect: dict[str, Any] | None = None) -> tuple[LibraryFile, dict[str, Any]] | None:
+        """The verified library (held open) and metadata of `key`, or None (missing, unsafe or bad: rebuild).
 
         `expect` is the key's inputs (versions, target, options): an entry recording others is refused.
+        A cache folder that others could change gives None here; ensure() then says why.
         """
+        if trust.folder_problem(self.root) is not None:
+            return None
+        try:
+            return self._open_entry(key, expect)
+        except FileNotFoundError:
+            return None
+        except _Refused as exc:
+            log.warning("jitflow: cache entry %s refused (%s); rebuilding", key[:12], exc)
+            return None
+
+    def _open_entry(self, key: str, expect: dict[str, Any] | None) -> tuple[LibraryFile, dict[str, Any]]:
+        """Walk root -> entries -> shard -> entry through descriptors, then read and verify the entry."""
         entry = self.entry(key)
-        meta = entry.read_meta()
-        if meta is None:
-            if entry.folder.exists() or entry.folder.is_symlink():
-                log.warning("jitflow: cache entry %s has no readable metadata; rebuilding", key[:12])
-            return None
-        problem = self._unsafe(entry) or self._verify(meta, key, entry.library, expect)
-        if problem:
-            log.warning("jitflow: cache entry %s refused (%s); rebuilding", key[:12], problem)
-            return None
+        fd = _open(self.root, str(self.root), None, folder=True)
         try:
-            entry.used.touch()
-        except OSError:
-            pass
-        return entry.library, meta
-
-    def _unsafe(self, entry: Entry) -> str | None:
-        """Why loading this entry could run someone else's code, or None: every folder from the
-        cache's version folder down, and the library, must be ours, not links, not writable by others."""
-        uid = os.getuid()
-        for path in (self.root, self.entries, entry.folder.parent, entry.folder, entry.library):
+            for name in ("entries", key[:2], key):
+                parent, fd = fd, -1
+                try:
+                    fd = _open(name, name, parent, folder=True)
+                finally:
+                    os.close(parent)
             try:
-                st = os.lstat(path)
-            except OSError:
-                return f"{path.name} is missing"
-            if stat.S_ISLNK(st.st_mode):
-                return f"{path} is a symbolic link"
-            if st.st_uid != uid:
-                return f"{path} is owned by user {st.st_uid}, not {uid}"
-            if st.st_mode & 0o022:
-                return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-        return None
-
-    @staticmethod
-    def _verify(meta: dict[str, Any], key: str, lib: Path, expect: dict[str, Any] | None = None) -> str | None:
-        problem = meta_problem(meta, key, expect)
-        if problem:
-            return problem
-        try:
-            size = lib.stat().st_size
-        except OSError:
-            return "library missing"
-        return library_problem(meta, size, sha256_file(lib) if size == meta.get("so_size") else "")
+                meta_fd = _open(META, META, fd, folder=False)
+            except FileNotFoundError:
+                raise _Refused("no metadata") from None
+            with os.fdopen(meta_fd, "rb") as f:
+                try:
+                    meta = json.loads(f.read())
+                except ValueError:
+                    raise _Refused("unreadable metadata") from None
+            if not isinstance(meta, dict):
+                raise _Refused("unreadable metadata")
+            problem = meta_problem(meta, key, expect)
+            if problem:
+                raise _Refused(problem)
+            try:
+                lib_fd = _open(LIBRARY, LIBRARY, fd, folder=False)
+            except FileNotFoundError:
+                raise _Refused("library missing") from None
+            library = LibraryFile(lib_fd, entry.library)
+            size = library.size
+            problem = library_problem(meta, size, sha256_fd(lib_fd) if size == meta.get("so_size") else "")
+            if problem:
+                library.close()
+                raise _Refused(problem)
+            _touch(USED, fd)
+            return library, meta
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     @contextmanager
     def lock(self, key: str, timeout: float = -1) -> Iterator[None]:
@@ -129,17 +195,41 @@ class Cache:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def publish(self, key: str, folder: Path, meta: dict[str, Any]) -> Path:
-        """Write the metadata, then move the staged folder into place in one rename."""
+    def publish(self, key: str, folder: Path, meta: dict[str, Any]) -> tuple[LibraryFile, dict[str, Any]]:
+        """Write the metadata, then move the staged folder into place in one rename.
+
+        Returns the library held open (its sha256 is the one recorded) and the metadata as stored.
+        """
         staged = Entry(folder)
-        meta = dict(meta, key=key, format=FORMAT_VERSION, so_size=staged.library.stat().st_size,
-                    so_sha256=sha256_file(staged.library), created=meta.get("created", time.time()))
-        staged.meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True, default=str))
-        staged.used.touch()
-        final = self.entry_dir(key)
-        _mkdir_private(final.parent)
-        if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
-            discard(final, self.staging_root)
-        os.rename(folder, final)
-        folder.mkdir()  # so that staging()'s cleanup finds a folder to remove
-        return final / LIBRARY
+        lib_fd = os.open(staged.library, _FILE_FLAGS)
+        library = LibraryFile(lib_fd, self.entry(key).library)
+        try:
+            os.fchmod(lib_fd, stat.S_IMODE(os.fstat(lib_fd).st_mode) & ~0o022)
+            meta = as_json(dict(meta, key=key, format=FORMAT_VERSION, so_size=library.size,
+                                so_sha256=sha256_fd(lib_fd), created=meta.get("created", time.time())))
+            staged.meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True))
+            os.chmod(staged.meta_path, 0o600)
+            staged.used.touch()
+            final = self.entry_dir(key)
+            trust.make_private_folder(final.parent, FIX)
+            if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
+                discard(final, self.staging_root)
+            os.rename(folder, final)
+            folder.mkdir()  # so that staging()'s cleanup finds a folder to remove
+        except BaseException:
+            library.close()
+            raise
+        return library, meta
+
+
+def _touch(name: str, dir_fd: int) -> None:
+    """Mark the entry used now (its last_used file's time), never failing a lookup."""
+    try:
+        os.utime(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd))
+        except OSError:
+            pass
+    except OSError:
+        pass

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..target import TargetSpec
 from .entry import FORMAT_VERSION
+from .registrations import relax_pipeline_identity
 
 _METADATA_RE = re.compile(r'metadata\["([^"]+)"\]')
 _CONST_KIND = "ir.GenericConst"
@@ -72,27 +73,37 @@ def tensor_sha256(tensor: Any) -> str:
 
 
 def pipeline_key(relax_pipeline: Any) -> str:
-    """How a Relax pipeline enters the key: a name as itself, a Pass by its printed structure.
+    """How a Relax pipeline enters the key: a name with the function registered under it in
+    tvm.relax.pipeline.PIPELINE_MAP (module, name, bytecode), a Pass by its printed structure.
 
     A Pass prints as the names, opt levels and nesting of its passes, not the Python code or the
-    arguments inside them: give a pipeline whose behaviour changes a new name.
+    arguments inside them: give a pipeline whose behaviour changes a new name, or a cache salt.
     """
-    if relax_pipeline is None:
-        return "default"
-    if isinstance(relax_pipeline, str):
-        return relax_pipeline
+    name = "default" if relax_pipeline is None else relax_pipeline
+    if isinstance(name, str):
+        identity = relax_pipeline_identity(name)
+        return name if identity is None else f"{name} = {identity}"
     return f"pass:{relax_pipeline}"
 
 
+def ir_sha256(ir_text: str) -> str:
+    return hashlib.sha256(ir_text.encode()).hexdigest()
+
+
 def compute_key(ir_text: str, spec: TargetSpec, options: dict[str, Any],
-            versions: dict[str, str]) -> tuple[str, dict[str, Any]]:
-    """(hex sha256 key, the inputs that went into it except the IR text)."""
+                versions: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """(hex sha256 key, the inputs that went into it except the IR text).
+
+    `options` holds everything besides the IR and target that changes the bytes (pass context,
+    device options, registrations, the compilers' environment, the salt); `versions` the tools'
+    versions and jitflow's recipe digest.
+    """
     inputs = {
         "format": FORMAT_VERSION,
         "target": json.loads(spec.canonical()),
         "options": options,
         "versions": versions,
-        "ir_sha256": hashlib.sha256(ir_text.encode()).hexdigest(),
+        "ir_sha256": ir_sha256(ir_text),
     }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
     return digest, inputs

@@ -1,4 +1,5 @@
-"""Load a built library with the TVM runtime, in a full TVM install or a runtime-only one."""
+"""Load a built library with the TVM runtime, in a full TVM install or a runtime-only one, after
+checking the file (library_check.py) through the descriptor it is loaded from (library_file.py)."""
 from __future__ import annotations
 
 import ctypes
@@ -10,6 +11,8 @@ from typing import Any
 
 from ..errors import LibraryFormatError, LoadError
 from ..formats import library_blob
+from . import library_check
+from .library_file import LibraryFile
 
 _LOCK = threading.Lock()
 
@@ -47,21 +50,29 @@ _CUDA_KIND = (4).to_bytes(8, "little") + b"cuda"
 _CONTRIB = b"tvm.contrib."
 
 
-def _holds(path: str | os.PathLike, marker: bytes) -> bool:
-    """Whether the file holds the bytes `marker`: a search, far cheaper than reading the ELF."""
+def _holds(source: str | os.PathLike | int, marker: bytes) -> bool:
+    """Whether the file (a path or an open descriptor) holds the bytes `marker`: a search, far
+    cheaper than reading the ELF."""
     import mmap
 
-    with open(path, "rb") as f:
-        try:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return data.find(marker) >= 0
-        except ValueError:  # an empty file
-            return False
+    if isinstance(source, int):
+        return _fd_holds(source, marker, mmap)
+    with open(source, "rb") as f:
+        return _fd_holds(f.fileno(), marker, mmap)
 
 
-def needs_cuda(path: str | os.PathLike) -> bool:
-    """Whether the library embeds a CUDA module (a rare false match only loads TVM's CUDA backend)."""
-    return _holds(path, _CUDA_KIND)
+def _fd_holds(fd: int, marker: bytes, mmap: Any) -> bool:
+    try:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            return data.find(marker) >= 0
+    except ValueError:  # an empty file
+        return False
+
+
+def needs_cuda(source: str | os.PathLike | int) -> bool:
+    """Whether the library (a path or an open descriptor) embeds a CUDA module (a rare false match
+    only loads TVM's CUDA backend)."""
+    return _holds(source, _CUDA_KIND)
 
 
 def ensure_runtime_extra() -> None:
@@ -125,28 +136,51 @@ def ensure_cuda_backend() -> None:
                 raise LoadError(f"cannot load TVM's CUDA backend: {first}; {hint}") from None
 
 
-def load_library(path: str | os.PathLike, cuda: bool | None = None, device_query: Any = None,
+def load_library(source: str | os.PathLike | LibraryFile, cuda: bool | None = None, device_query: Any = None,
                  device_index: int = 0) -> Any:
-    """Load a library built by jitflow (or TVM); `cuda` skips reading the ELF when known.
+    """Load a library built by jitflow (or TVM); `cuda` skips looking for device code when known.
 
-    A CUDA library is first checked against GPU `device_index` and its driver (as `device_query`,
+    `source` is a path or a LibraryFile held open by the cache. Either way the file is checked
+    (whole, for this machine's CPU, a TVM library) and loaded through one open descriptor: a name
+    changed in between is never what gets loaded. A bad file is a LoadError that says which.
+    A CUDA library is also checked against GPU `device_index` and its driver (as `device_query`,
     a runtime.compat.DeviceQuery, reports them; default the CUDA driver): LoadError if it cannot run.
     """
-    import tvm
+    import tvm  # noqa: F401  (registers the runtime's loaders)
 
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise LoadError(f"no library at {path}")
+    if isinstance(source, LibraryFile):
+        return _load_open(source, cuda, device_query, device_index)
+    path = os.fspath(source)
+    try:
+        opened = LibraryFile.open(path)
+    except OSError as exc:
+        raise LoadError(f"no library at {path}: {exc.strerror}") from None
+    with opened:
+        return _load_open(opened, cuda, device_query, device_index)
+
+
+def _load_open(library: LibraryFile, cuda: bool | None, device_query: Any, device_index: int) -> Any:
+    import tvm_ffi
+
+    try:
+        why = library_check.problem(library.fd)
+    except (OSError, ValueError) as exc:
+        why = f"cannot be read: {exc}"
+    if why:
+        raise LoadError(f"cannot load {library.path}: {why}")
     if cuda is None:
-        cuda = needs_cuda(path)
+        cuda = needs_cuda(library.fd)
     if cuda:
         from .compat import check_library
 
-        check_library(path, device_query, device_index)
+        check_library(library, device_query, device_index)
         ensure_cuda_backend()
-    if _holds(path, _CONTRIB):
+    if _holds(library.fd, _CONTRIB):
         ensure_runtime_extra()
     try:
-        return tvm.runtime.load_module(path)
+        with library.loader_path() as name:
+            module = tvm_ffi.get_global_func("ffi.Module.load_from_file.so")(name, "so")
+        tvm_ffi.get_global_func("ffi.ModuleGlobalsAdd")(module)  # kept alive, as tvm_ffi.load_module does
+        return module
     except Exception as exc:
-        raise LoadError(f"the TVM runtime could not load {path}: {exc}") from None
+        raise LoadError(f"the TVM runtime could not load {library.path}: {exc}") from None

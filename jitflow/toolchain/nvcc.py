@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import CompileError, ToolMissingError
+from . import environment
 from .cuda_flags import DEFINES, PTXAS
 
 
@@ -29,10 +30,21 @@ def find_nvcc() -> str:
 
 @lru_cache(maxsize=1)
 def version() -> str:
-    """The last line of `nvcc --version` (part of the cache key)."""
-    out = subprocess.run([find_nvcc(), "--version"], capture_output=True, text=True, check=False)
+    """The last line of `nvcc --version` and the host compiler nvcc preprocesses with (its path and
+    version: the cache key's record of the device compiler)."""
+    out = subprocess.run([find_nvcc(), "--version"], capture_output=True, text=True, check=False,
+                         env=environment.for_compiler())
     lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
-    return "nvcc " + (lines[-1] if lines else "unknown")
+    return "nvcc " + (lines[-1] if lines else "unknown") + "; host " + _host_compiler()
+
+
+def _host_compiler() -> str:
+    gcc = shutil.which("gcc", path=environment.for_compiler().get("PATH"))
+    if gcc is None:
+        return "none"
+    out = subprocess.run([gcc, "-dumpfullversion"], capture_output=True, text=True, check=False,
+                         env=environment.for_compiler())
+    return f"{gcc} {out.stdout.strip() or 'unknown'}"
 
 
 def compile_fatbin(source_path: Path, archs: Sequence[str], options: Sequence[str] = ()) -> tuple[bytes, str]:
@@ -44,7 +56,7 @@ def compile_fatbin(source_path: Path, archs: Sequence[str], options: Sequence[st
         code = f"[sm_{num},compute_{num}]" if i == 0 else f"sm_{num}"
         cmd += ["-gencode", f"arch=compute_{num},code={code}"]
     cmd += DEFINES + [f"--ptxas-options={','.join(PTXAS)}", *options, "-o", str(out), str(source_path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=environment.for_compiler())
     log = proc.stdout + proc.stderr
     if proc.returncode != 0 or not out.is_file():
         raise CompileError("nvcc", cmd, log, source_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import CompileError, ToolMissingError
-from . import dist_info
+from . import dist_info, environment
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
 #: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
@@ -46,7 +46,7 @@ def version() -> str:
 
 
 def _env(zig_cache: Path, local_cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CC", "CXX", "CFLAGS", "LDFLAGS", "CPATH")}
+    env = environment.for_compiler()
     env["ZIG_GLOBAL_CACHE_DIR"] = str(zig_cache)
     env["ZIG_LOCAL_CACHE_DIR"] = str(local_cache)
     return env

@@ -8,7 +8,6 @@ means a private temporary one for the process, with one warning: builds still wo
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -21,57 +20,22 @@ _lock = threading.Lock()
 
 
 def private_folder(path: Path) -> Path:
-    """Create `path` (and its missing parents) or check it, and return its real path.
+    """Create `path` (and its missing parents) private to this user, or check it, and return it.
 
-    Guarantees, checked on the real path (symbolic links resolved once, here):
-    - folders this function creates get mode 0700;
-    - the folder itself is owned by this user, and no other user can read, write or enter it
-      (an existing folder of this user with group or other bits is tightened to 0700);
-    - every folder above it, up to /, is owned by this user or by root and is not writable by
-      group or others, unless it has the sticky bit (as /tmp has);
-    - anything else (another user's folder, a writable parent, a file in the way) is refused
-      with a CacheError naming the folder and the fix.
+    The guarantees are cache/trust.py's, the same as for the cache's own folders: folders created
+    here get mode 0700 at creation; an existing one of this user is narrowed to 0700; every folder
+    on the way from / (and every symbolic link) belongs to this user or to root and is writable by
+    no one else, root's sticky folders such as /tmp aside. Anything else (another user's folder, a
+    folder others can write, a file in the way, a read-only parent) is a CacheError naming the
+    folder and the fix.
     """
-    path = Path(os.path.abspath(path))
-    existing = path
-    while not os.path.lexists(existing) and existing != existing.parent:
-        existing = existing.parent
-    real = Path(os.path.realpath(existing))
-    _check_ancestors(real if existing != path else real.parent)
+    from ..cache import trust
+
     try:
-        for part in path.relative_to(existing).parts:
-            real = real / part
-            try:
-                os.mkdir(real, 0o700)
-            except FileExistsError:
-                pass       # made by a racing process of ours: checked below like any other
-        info = os.lstat(real)
-        if not stat.S_ISDIR(info.st_mode):
-            raise CacheError(f"{real} is not a folder; set JITFLOW_ZIG_CACHE_DIR to a private folder")
-        if info.st_uid != os.getuid():
-            raise CacheError(f"zig's cache folder {real} belongs to another user; "
-                             "set JITFLOW_ZIG_CACHE_DIR to a folder of your own")
-        if info.st_mode & 0o077:
-            os.chmod(real, 0o700)
+        return trust.make_private_folder(path, fix="set JITFLOW_ZIG_CACHE_DIR to a folder of your own")
     except OSError as exc:
-        raise CacheError(f"cannot create zig's cache folder {real}: {exc.strerror}; "
+        raise CacheError(f"cannot create zig's cache folder {path}: {exc.strerror or exc}; "
                          "set JITFLOW_ZIG_CACHE_DIR to a writable folder") from None
-    _check_ancestors(real.parent)
-    return real
-
-
-def _check_ancestors(folder: Path) -> None:
-    """Refuse when a folder above (up to /) belongs to another user or is writable by others."""
-    uid = os.getuid()
-    for parent in [folder, *folder.parents]:
-        try:
-            info = os.stat(parent)
-        except OSError as exc:
-            raise CacheError(f"cannot check {parent}: {exc.strerror}") from None
-        sticky = bool(info.st_mode & stat.S_ISVTX)
-        if info.st_uid not in (uid, 0) or (info.st_mode & 0o022 and not sticky):
-            raise CacheError(f"{parent} (above zig's cache folder) is writable by or belongs to another "
-                             "user; set JITFLOW_ZIG_CACHE_DIR to a folder only you control")
 
 
 def default_location() -> Path:

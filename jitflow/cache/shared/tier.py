@@ -1,24 +1,30 @@
 """The shared tier in a build: after a local miss, load a verified shared entry, or wait while
 another node builds the key, or take the cluster build lock and share what was built.
 
+Anyone who can write to the tier can set a lock, with or without an expiry. So a node waits on a
+held lock only while a signed heartbeat says a builder is alive: the lock's holder writes one
+(HMAC with the shared key over the key and the time) when it takes the lock and at each renewal.
+Without a fresh, valid heartbeat a node waits at most the lock's TTL, then builds itself.
+
 Every request goes through `Tier.call`, which turns any failure into local-only behaviour: one
 warning per process, then the tier is left alone for RETRY_AFTER seconds. Nothing here raises.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from ...config import RemoteSettings, Settings
 from ...errors import RemoteEntryError
 from ...logs import warn_once
+from ...runtime.library_file import LibraryFile
 from ..disk import Cache
 from ..entry import FORMAT_VERSION
 from . import entry_format
@@ -43,9 +49,33 @@ def _warn_once(message: str, *args: Any) -> None:
     warn_once("shared tier", message, *args)
 
 
-def _names(key: str) -> tuple[str, str, str]:
+def _names(key: str) -> tuple[str, str, str, str]:
     base = f"v{FORMAT_VERSION}"
-    return f"{base}:entry:{key}", f"{base}:lock:{key}", f"{base}:nostore:{key}"
+    return f"{base}:entry:{key}", f"{base}:lock:{key}", f"{base}:nostore:{key}", f"{base}:alive:{key}"
+
+
+def _heartbeat_mac(secret: str | None, key: str, stamp: bytes) -> bytes:
+    return hmac.new((secret or "").encode(), b"jitflow alive\n" + key.encode() + b"\n" + stamp,
+                    hashlib.sha256).hexdigest().encode()
+
+
+def heartbeat(secret: str | None, key: str, now: float | None = None) -> bytes:
+    """The signed statement 'a builder of `key` was alive at `now`' that waiting nodes check."""
+    stamp = f"{time.time() if now is None else now:.3f}".encode()
+    return stamp + b" " + _heartbeat_mac(secret, key, stamp)
+
+
+def heartbeat_is_fresh(value: bytes | None, secret: str | None, key: str, ttl: float) -> bool:
+    """Whether `value` is a validly signed heartbeat for `key` from within `ttl` seconds of now
+    (either way: the clocks of two nodes may differ a little)."""
+    if not isinstance(value, bytes) or b" " not in value:
+        return False
+    stamp, mac = value.split(b" ", 1)
+    try:
+        when = float(stamp)
+    except ValueError:
+        return False
+    return hmac.compare_digest(mac, _heartbeat_mac(secret, key, stamp)) and abs(time.time() - when) <= ttl
 
 
 class Tier:
@@ -97,12 +127,18 @@ def tier_for(settings: RemoteSettings) -> Tier | None:
 
 
 class _Renewer(threading.Thread):
-    """Keeps the cluster build lock alive while this process builds; a dead builder stops renewing."""
+    """Keeps the cluster build lock alive while this process builds, with a signed heartbeat beside
+    it for the nodes that wait; a dead builder stops renewing both."""
 
-    def __init__(self, tier: Tier, name: str, token: str) -> None:
+    def __init__(self, tier: Tier, name: str, token: str, key: str, alive_name: str) -> None:
         super().__init__(name="jitflow-shared-lock", daemon=True)
         self.tier, self.lock_name, self.token = tier, name, token
+        self.key, self.alive_name = key, alive_name
         self.done = threading.Event()
+
+    def beat(self) -> None:
+        ttl = self.tier.settings.lock_ttl
+        self.tier.call("put", self.alive_name, heartbeat(self.tier.secret, self.key), ttl=ttl)
 
     def run(self) -> None:
         ttl = self.tier.settings.lock_ttl
@@ -110,6 +146,7 @@ class _Renewer(threading.Thread):
             if self.tier.call("renew", self.lock_name, self.token, ttl) is not True:
                 log.info("jitflow: lost the shared build lock %s; building on", self.lock_name)
                 return
+            self.beat()
 
     def stop(self) -> None:
         self.done.set()
@@ -128,7 +165,7 @@ class Turn:
         self.cache, self.key = cache, key
         if self.tier is not None:
             persist_at_exit(cache.root)
-        self.entry_name, self.lock_name, self.nostore_name = _names(key)
+        self.entry_name, self.lock_name, self.nostore_name, self.alive_name = _names(key)
         self.token: str | None = None
         self.renewer: _Renewer | None = None
         self.shared = False
@@ -150,9 +187,10 @@ class Turn:
             return
         if exc_type is not None and not self.shared:
             self.tier.call("put", self.nostore_name, b"build failed", ttl=FAILED_TTL)
+        self.tier.call("put", self.alive_name, b"released", ttl=1)
         self.tier.call("release", self.lock_name, self.token)
 
-    def fetch(self, expect: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]] | None:
+    def fetch(self, expect: dict[str, Any] | None = None) -> tuple[LibraryFile, dict[str, Any]] | None:
         """A shared entry, verified and published locally; or None when this process should build.
 
         `expect` is the key's inputs: an entry recording others is refused like a bad signature.
@@ -162,6 +200,7 @@ class Turn:
         if tier is None or not tier.available():
             return None
         deadline, waiting = time.monotonic() + WAIT_LIMIT, False
+        unproven_since: float | None = None   # since when the lock is held without a fresh heartbeat
         while tier.available():
             found = self._load()
             if found is not None:
@@ -171,13 +210,23 @@ class Turn:
             token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
             if tier.call("acquire", self.lock_name, token, tier.settings.lock_ttl) is True:
                 self.token = token
-                self.renewer = _Renewer(tier, self.lock_name, token)
+                self.renewer = _Renewer(tier, self.lock_name, token, self.key, self.alive_name)
+                self.renewer.beat()
                 self.renewer.start()
                 found = self._load()  # shared just before its builder let go of the lock
                 if found is not None:
                     return found
                 break
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if heartbeat_is_fresh(tier.call("get", self.alive_name), tier.secret, self.key, tier.settings.lock_ttl):
+                unproven_since = None
+            elif unproven_since is None:
+                unproven_since = now
+            elif now - unproven_since > tier.settings.lock_ttl:
+                log.warning("jitflow: the shared build lock of %s is held with no sign of a live builder for "
+                            "%.0f s (its lock TTL); building here", self.key[:12], tier.settings.lock_ttl)
+                break
+            if now > deadline:
                 log.warning("jitflow: waited %.0f s for another node to build %s; building here",
                             WAIT_LIMIT, self.key[:12])
                 break
@@ -188,7 +237,7 @@ class Turn:
         count("misses")
         return None
 
-    def _load(self) -> tuple[Path, dict[str, Any]] | None:
+    def _load(self) -> tuple[LibraryFile, dict[str, Any]] | None:
         assert self.tier is not None
         blob = self.tier.call("get", self.entry_name)
         if blob is None or blob is _FAILED:
@@ -208,7 +257,7 @@ class Turn:
                 path = folder / name
                 path.parent.mkdir(exist_ok=True)
                 path.write_bytes(data)
-            self.cache.publish(self.key, folder, dict(meta, fetched=time.time()))
+            self.cache.publish(self.key, folder, dict(meta, fetched=time.time()))[0].close()
         found = self.cache.lookup(self.key, self.expect)
         if found is None:  # the local cache refused it (and said why): rebuild over it
             self.rejected.add(digest)

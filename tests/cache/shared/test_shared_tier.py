@@ -27,62 +27,55 @@ from jitflow.cache.shared import tier as remote_tier
 from jitflow.config import RemoteSettings
 from jitflow.errors import RemoteEntryError
 
+import instruments
 import kernels
 from conftest import ROOT, run_python, start_python
 from redis_server import RedisServer, free_port, redis_missing, required_in_ci
 
 SECRET = "test-signing-key"
 
+# a node building or fetching axpb(scale); {context} is where it compiles and calls (instruments)
 NODE = """
-    import json, sys, time
-    import numpy as np, tvm, jitflow, kernels
+    import contextlib, json, sys, time
+    import numpy as np, tvm, jitflow, kernels, instruments
     from jitflow.cache.shared import stats as remote_cache
     scale = {scale}
     {setup}
-    exe = jitflow.compile(kernels.axpb(scale), "c")
-    a = np.arange(64, dtype="float32")
-    c = tvm.runtime.tensor(np.zeros(64, "float32"))
-    exe["main"](tvm.runtime.tensor(a), c)
+    with {context}:
+        exe = jitflow.compile(kernels.axpb(scale), "c")
+        a = np.arange(64, dtype="float32")
+        c = tvm.runtime.tensor(np.zeros(64, "float32"))
+        exe["main"](tvm.runtime.tensor(a), c)
     np.testing.assert_allclose(c.numpy(), a * scale + 1)
     print(exe.build_info.outcome, json.dumps(remote_cache.stats()), flush=True)
 """
 
-NO_LOWERING = """
-    def refuse(*a, **k):
-        raise RuntimeError("a shared hit must not lower or compile")
-    tvm.compile = refuse
-    import jitflow.builder.lower
-    jitflow.builder.lower.lower = refuse
-"""
+# any lowering fails: a shared hit must not lower or compile
+NO_LOWERING = "instruments.Refuse()"
 
 # a barrier across processes, then a build slow enough that every racer arrives while it runs
-RACE = """
-    import os, pathlib, jitflow.pipeline
+BARRIER = """
+    import os, pathlib
     barrier = pathlib.Path({barrier!r})
     (barrier / str(os.getpid())).touch()
     deadline = time.monotonic() + 120
     while len(list(barrier.iterdir())) < {n} and time.monotonic() < deadline:
         time.sleep(0.01)
-    build = jitflow.pipeline.build_into
-    def slow_build(*a, **k):
-        time.sleep(1.5)
-        return build(*a, **k)
-    jitflow.pipeline.build_into = slow_build
 """
+SLOW_BUILD = "instruments.sleep(1.5)"
 
-HANG_IN_BUILD = """
-    import jitflow.pipeline
-    def hang(*a, **k):
-        print("building", flush=True)
-        time.sleep(600)
-    jitflow.pipeline.build_into = hang
-"""
+# the builder says so, then hangs in its build (holding the cluster lock) until it is killed
+HANG_IN_BUILD = 'instruments.sleep(600, say="building")'
 
 
-def node_code(scale: float, setup: str = "") -> str:
+
+def node_code(scale: float, setup: str = "", instrument: str | None = None) -> str:
+    """A node building or fetching axpb(scale); `instrument` (an expression) watches its lowering."""
     import textwrap
 
-    return NODE.format(scale=scale, setup=textwrap.indent(textwrap.dedent(setup), "    ").strip())
+    setup = textwrap.indent(textwrap.dedent(setup), "    ").strip()
+    context = "contextlib.nullcontext()" if instrument is None else f"instruments.context({instrument})"
+    return NODE.format(scale=scale, setup=setup, context=context)
 
 
 def node_env(tmp_path, name: str, **extra: str) -> dict[str, str]:
@@ -201,7 +194,7 @@ def test_two_nodes_share_one_build(tier, tmp_path):
     assert tier.entry_names() == [f"jitflow:v1:entry:{key}".encode()]
     assert remote_cache.stats()["stored"] == 1
 
-    out = run_python(node_code(23.0, NO_LOWERING), env=node_env(tmp_path, "node-b")).stdout.split(maxsplit=1)
+    out = run_python(node_code(23.0, instrument=NO_LOWERING), env=node_env(tmp_path, "node-b")).stdout.split(maxsplit=1)
     assert out[0] == "shared"
     assert json.loads(out[1])["hits"] == 1
     # node B's local copy went through the local cache's publish: same bytes, metadata, sources
@@ -272,8 +265,8 @@ def test_unsigned_entries_need_an_explicit_opt_in(tier, tmp_path, monkeypatch, c
 def test_racing_nodes_build_once(tier, tmp_path):
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    setup = RACE.format(barrier=str(barrier), n=4)
-    procs = [start_python(node_code(28.0, setup), env=node_env(tmp_path, f"node{i}")) for i in range(4)]
+    setup = BARRIER.format(barrier=str(barrier), n=4)
+    procs = [start_python(node_code(28.0, setup, SLOW_BUILD), env=node_env(tmp_path, f"node{i}")) for i in range(4)]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -315,7 +308,7 @@ def _wait_for(lines: queue.Queue, text: str, timeout: float) -> None:
 
 def test_killed_builder_frees_the_key_after_the_lock_expires(tier, tmp_path):
     ttl = {"JITFLOW_REMOTE_CACHE_LOCK_TTL": "1", "JITFLOW_LOG": "info"}
-    builder = start_python(node_code(29.0, HANG_IN_BUILD), env=node_env(tmp_path, "a", **ttl))
+    builder = start_python(node_code(29.0, instrument=HANG_IN_BUILD), env=node_env(tmp_path, "a", **ttl))
     waiter = None
     try:
         _wait_for(_lines(builder.stdout), "building", 60)  # holds the cluster lock now
@@ -335,6 +328,34 @@ def test_killed_builder_frees_the_key_after_the_lock_expires(tier, tmp_path):
                 p.communicate()
 
 
+@pytest.mark.parametrize("forged", ["lock only", "lock and a forged heartbeat", "lock and a stale heartbeat"])
+def test_a_lock_set_by_anyone_blocks_a_build_no_longer_than_the_lock_ttl(tier, tmp_path, forged):
+    """Anyone who can write to Redis can SET a lock with no expiry; without a fresh heartbeat signed
+    with the shared key, a node waits at most the lock's TTL, then builds."""
+    scale = {"lock only": 40.0, "lock and a forged heartbeat": 41.0, "lock and a stale heartbeat": 42.0}[forged]
+    key = key_of(scale)
+    admin = tier.admin()
+    admin.set(f"jitflow:v1:lock:{key}", b"someone")                  # no expiry
+    if forged == "lock and a forged heartbeat":
+        admin.set(f"jitflow:v1:alive:{key}", remote_tier.heartbeat("a guessed key", key))
+    elif forged == "lock and a stale heartbeat":   # a real one, replayed long after its builder died
+        admin.set(f"jitflow:v1:alive:{key}", remote_tier.heartbeat(SECRET, key, time.time() - 3600))
+    start = time.monotonic()
+    proc = run_python(node_code(scale), env=node_env(tmp_path, "a", JITFLOW_REMOTE_CACHE_LOCK_TTL="2"), timeout=60)
+    assert proc.stdout.split()[0] == "built" and time.monotonic() - start < 30
+    assert "no sign of a live builder" in proc.stderr
+
+
+def test_a_live_builders_heartbeat_is_signed_and_fresh(tier):
+    key = key_of(43.0)
+    beat = remote_tier.heartbeat(SECRET, key)
+    assert remote_tier.heartbeat_is_fresh(beat, SECRET, key, 5)
+    assert not remote_tier.heartbeat_is_fresh(beat, "another key", key, 5)
+    assert not remote_tier.heartbeat_is_fresh(beat, SECRET, key_of(44.0), 5)
+    assert not remote_tier.heartbeat_is_fresh(remote_tier.heartbeat(SECRET, key, time.time() - 60), SECRET, key, 5)
+    assert not remote_tier.heartbeat_is_fresh(b"garbage", SECRET, key, 5)
+
+
 # --- the tier never fails a build -------------------------------------------------------------
 
 def test_redis_stopped_mid_run_builds_go_on_locally(cache_dir, tmp_path, monkeypatch, caplog):
@@ -347,17 +368,9 @@ def test_redis_stopped_mid_run_builds_go_on_locally(cache_dir, tmp_path, monkeyp
         assert run_kernel(30.0, tmp_path / "a") == "built"
         assert len(server.entry_names()) == 1
 
-        import jitflow.pipeline
-
-        build = jitflow.pipeline.build_into
-
-        def stop_then_build(*a, **k):  # the server goes away while this node holds the cluster lock
-            server.stop()
-            return build(*a, **k)
-
-        monkeypatch.setattr(jitflow.pipeline, "build_into", stop_then_build)
-        assert run_kernel(31.0, tmp_path / "a") == "built"
-        monkeypatch.setattr(jitflow.pipeline, "build_into", build)
+        # the server goes away while this node holds the cluster lock, as its lowering starts
+        with instruments.context(instruments.Before(server.stop)):
+            assert run_kernel(31.0, tmp_path / "a") == "built"
         start = time.monotonic()
         assert run_kernel(32.0, tmp_path / "b") == "built"
         assert run_kernel(30.0, tmp_path / "c") == "built"

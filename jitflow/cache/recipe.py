@@ -1,0 +1,52 @@
+"""The build recipe: a sha256 of jitflow's own code and data that shape a library's bytes.
+
+Flags, preludes, the C fix-ups, the CUDA header shim, the packing of the blob and the key itself
+live in jitflow's sources, and an edit to any of them must not be served libraries built before
+it (as Triton hashes its own sources into its cache keys). The digest covers every file under the
+folders below (so files added there later are covered too) and the listed cache modules, skipping
+only compiled Python. It is computed once per process.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent
+#: folders of jitflow whose every file shapes what is built
+FOLDERS = ("builder", "toolchain", "formats", "target")
+#: single files that decide what an entry holds and what its key covers
+FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py")
+
+
+def _files() -> list[tuple[str, str]]:
+    """(name relative to the package, path) of every recipe file, sorted by name."""
+    root = str(PACKAGE) + os.sep
+    found = [(f, root + f) for f in FILES]
+    pending = list(FOLDERS)
+    while pending:
+        folder = pending.pop()
+        with os.scandir(root + folder) as listing:
+            for item in listing:
+                name = f"{folder}/{item.name}"
+                if item.is_dir(follow_symlinks=False):
+                    if item.name != "__pycache__":
+                        pending.append(name)
+                elif not item.name.endswith((".pyc", ".pyo")):
+                    found.append((name, item.path))
+    return sorted(found)
+
+
+@lru_cache(maxsize=1)
+def digest() -> str:
+    """sha256 (hex) over the relative name and the bytes of every recipe file."""
+    h = hashlib.sha256()
+    for name, path in _files():
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, os.fstat(fd).st_size + 1)
+        finally:
+            os.close(fd)
+        h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()

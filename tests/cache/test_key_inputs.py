@@ -1,0 +1,251 @@
+"""The key names exactly what is built: the module as compiled, jitflow's own recipe, the caller's
+PassContext, TVM registrations, the environment that reaches the compilers, and a salt.
+
+Each test is a way a cache was shown to hand back a library other than a fresh build's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import textwrap
+
+import instruments
+import kernels
+import models
+import numpy as np
+import pytest
+import tvm
+from conftest import ROOT, TESTS, run_python
+from tvm.script import tirx as T
+
+import jitflow
+from jitflow.errors import InvalidInputError
+
+LIBM = """
+    import numpy as np, tvm, jitflow, kernels
+    {setup}
+    exe = jitflow.compile(kernels.libm_calls(), "c")
+    a = np.linspace(0.5, 2.0, 64, dtype="float32")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe["main"](tvm.runtime.tensor(a), c)
+    exact = np.allclose(c.numpy(), np.exp(a) + np.log(a) + a ** 1.5, rtol=1e-5)
+    with_exp2 = np.allclose(c.numpy(), np.exp2(a) + np.log(a) + a ** 1.5, rtol=1e-5)
+    print(exe.build_info.outcome, exe.key, "exp" if exact else "exp2" if with_exp2 else "other")
+"""
+
+
+def libm(setup: str = "", env: dict[str, str] | None = None, cwd=None) -> list[str]:
+    code = LIBM.format(setup=textwrap.indent(textwrap.dedent(setup), "    ").strip())
+    return run_python(code, env=env, cwd=cwd).stdout.split()
+
+
+def _axpb_result(exe, n: int = 64) -> np.ndarray:
+    c = tvm.runtime.tensor(np.zeros(n, "float32"))
+    exe["main"](tvm.runtime.tensor(np.ones(n, "float32")), c)
+    return c.numpy()
+
+
+# --- finding 3: the module is copied when compiled -------------------------------------------
+
+def test_changing_the_callers_module_after_compile_changes_nothing(cache_dir):
+    mod = kernels.axpb(4000.0)
+    exe = jitflow.compile(mod, "c")
+    key = exe.key
+    mod["main"] = kernels.axpb(4001.0)["main"]       # the caller reuses its module object
+    np.testing.assert_allclose(_axpb_result(exe), 4001.0)
+    assert exe.key == key == jitflow.compile(kernels.axpb(4000.0), "c").key
+    out = run_python("""
+        import numpy as np, tvm, jitflow, kernels
+        exe = jitflow.compile(kernels.axpb(4000.0), "c")
+        c = tvm.runtime.tensor(np.zeros(64, "float32"))
+        exe["main"](tvm.runtime.tensor(np.ones(64, "float32")), c)
+        print(exe.build_info.outcome, c.numpy()[0])
+    """).stdout.split()
+    assert out == ["hit", "4001.0"]   # the next process gets what its module computes
+
+
+def test_compile_never_modifies_the_callers_module(cache_dir):
+    func = kernels.axpb(4002.0)["main"].with_attr("global_symbol", "axpb_kernel")
+    mod = tvm.IRModule({"main": func})
+    before = mod.script()
+    exe = jitflow.compile(mod, "c")
+    exe.jit()
+    assert mod.script() == before and str(mod["main"].attrs["global_symbol"]) == "axpb_kernel"
+    assert exe.functions == ["main"]
+
+
+def test_a_bound_weight_changed_in_place_is_refused_not_built_under_the_old_key(cache_dir):
+    mod = models.mlp(seed=11)
+    exe = jitflow.compile(mod, "c")
+    exe.key
+    found = []
+    tvm.relax.analysis.post_order_visit(mod["main"], lambda e: found.append(e.value)
+                                        if isinstance(e, tvm.ir.expr.GenericConst) else None)
+    weight = found[0]
+    weight.copyfrom(np.zeros(weight.shape, weight.dtype))
+    with pytest.raises(InvalidInputError, match="changed after its cache key"):
+        exe.vm()
+
+
+# --- finding 4: the environment that reaches the compilers ------------------------------------
+
+def test_clang_override_options_never_reach_the_library(cache_dir):
+    poisoned = libm(env={"CCC_OVERRIDE_OPTIONS": "+-Dexpf=exp2f"})
+    assert poisoned[0] == "built" and poisoned[2] == "exp", poisoned
+    clean = libm()
+    assert clean == ["hit", poisoned[1], "exp"]
+
+
+def test_nvrtc_variables_that_change_the_cubin_are_keyed(cache_dir):
+    code = """
+        import jitflow, kernels
+        print(jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90").key)
+    """
+    plain = run_python(code).stdout.strip()
+    legacy = run_python(code, env={"FINALIZER_USE_LEGACY_ELF_BUILDER": "1"}).stdout.strip()
+    assert plain != legacy
+    assert run_python(code, env={"NVRTC_DISABLE_PCH": "1"}).stdout.strip() == plain   # speed only
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (a CUDA toolkit)")
+def test_nvcc_extra_flags_from_the_environment_are_stripped(zig_cache, tmp_path):
+    code = """
+        import hashlib, jitflow, kernels
+        exe = jitflow.compile(kernels.matmul_shared(), "cuda", arch="sm_90", cuda_compiler="nvcc")
+        out = exe.export_library(exe.settings.cache_dir.parent / (exe.settings.cache_dir.name + ".so"))
+        print(exe.key, hashlib.sha256(out.read_bytes()).hexdigest())
+    """
+    runs = {name: run_python(code, env={"JITFLOW_CACHE_DIR": str(tmp_path / name),
+                                        "JITFLOW_ZIG_CACHE_DIR": str(zig_cache), **extra}).stdout.split()
+            for name, extra in {"plain": {}, "append": {"NVCC_APPEND_FLAGS": "--fmad=false"},
+                                "prepend": {"NVCC_PREPEND_FLAGS": "--fmad=false"},
+                                "profile": {"PTXAS_FLAGS": "-O0"}}.items()}
+    assert len({tuple(r) for r in runs.values()}) == 1, runs
+
+
+# --- finding 5: jitflow's own recipe ----------------------------------------------------------
+
+def _copy_of_jitflow(tmp_path, edit):
+    """The environment of a process that imports an edited copy of jitflow (run it in tmp_path)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "jitflow", copy / "jitflow", ignore=shutil.ignore_patterns("__pycache__"))
+    edit(copy / "jitflow")
+    return {"PYTHONPATH": os.pathsep.join([str(copy), str(TESTS)])}
+
+
+def test_an_edited_build_recipe_is_not_served_old_libraries(cache_dir, tmp_path):
+    first = libm()
+    assert first[0] == "built"
+
+    def fast_math(package):
+        zig = package / "toolchain" / "zig.py"
+        text = zig.read_text()
+        assert '_FLAGS = ["-O2",' in text
+        zig.write_text(text.replace('_FLAGS = ["-O2",', '_FLAGS = ["-O2", "-ffast-math",'))
+
+    edited = libm(env=_copy_of_jitflow(tmp_path / "a", fast_math), cwd=tmp_path)
+    assert edited[0] == "built" and edited[1] != first[1]
+
+    def new_data_file(package):
+        (package / "builder" / "prelude_extra.h").write_text("/* a file added later */\n")
+
+    added = libm(env=_copy_of_jitflow(tmp_path / "b", new_data_file), cwd=tmp_path)
+    assert added[0] == "built" and added[1] not in (first[1], edited[1])
+
+
+# --- finding 6: TVM registrations -------------------------------------------------------------
+
+EXP2_RULE = """
+    def exp2(op):
+        return tvm.tirx.call_pure_extern("float32", "exp2f", op.args[0])
+    tvm.tirx.op.register_intrin_lowering("tirx.exp", "c", f=exp2, level=99)
+"""
+
+
+def test_a_registered_intrinsic_lowering_changes_the_key(cache_dir):
+    plain = libm()
+    registered = libm(EXP2_RULE)
+    assert registered[0] == "built" and registered[2] == "exp2" and registered[1] != plain[1]
+    assert libm() == ["hit", plain[1], "exp"]
+
+
+def test_registered_codegen_callbacks_and_pipelines_change_the_key(cache_dir):
+    out = run_python("""
+        import tvm, tvm_ffi, jitflow, kernels, models
+        cuda = lambda: jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90").key
+        before = cuda()
+        tvm_ffi.register_global_func("tvm_callback_cuda_postproc", lambda code, target: code)
+        print(before != cuda())
+
+        from tvm.relax.pipeline import PIPELINE_MAP, zero_pipeline
+        def mine(**kwargs):
+            return zero_pipeline(**kwargs)
+        PIPELINE_MAP["jitflow_test"] = mine
+        relax = lambda: jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_test").key
+        first = relax()
+        def mine(**kwargs):
+            return tvm.transform.Sequential([zero_pipeline(**kwargs), tvm.relax.transform.FoldConstant()])
+        PIPELINE_MAP["jitflow_test"] = mine
+        print(first != relax())
+    """)
+    assert out.stdout.split() == ["True", "True"]
+
+
+# --- finding 7: the caller's PassContext ------------------------------------------------------
+
+@T.prim_func
+def _stepped(A: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+    for i in T.serial(0, 64, step=3):
+        C[i] = A[i] * T.float32(2)
+
+
+def _host_c(exe) -> str:
+    return (exe.settings.cache_dir / "v1" / "entries" / exe.key[:2] / exe.key / "src" / "host.c").read_text()
+
+
+def test_disabled_passes_of_the_callers_context_are_honoured_and_keyed(cache_dir):
+    mod = tvm.IRModule({"main": _stepped})
+    plain = jitflow.compile(mod, "c")
+    plain.jit()
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=["s_tir.CanonicalizeLoop"]):
+        stepped = jitflow.compile(mod, "c")
+        stepped.jit()
+    assert stepped.key != plain.key
+    assert "i += 3" in _host_c(stepped) and "i += 3" not in _host_c(plain)
+    a = np.arange(64, dtype="float32")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    stepped["main"](tvm.runtime.tensor(a), c)
+    np.testing.assert_allclose(c.numpy()[::3], a[::3] * 2)
+
+
+def test_opt_level_config_and_instruments_of_the_callers_context(cache_dir):
+    mod = kernels.axpb(4100.0)
+    default = jitflow.compile(mod, "c").key
+    with tvm.transform.PassContext(opt_level=3):
+        assert jitflow.compile(mod, "c").key == default     # the same as no context
+    with tvm.transform.PassContext(opt_level=2):
+        assert jitflow.compile(mod, "c").key != default     # entered explicitly: honoured
+    record = instruments.Record()
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_vectorize": True}, instruments=[record]):
+        exe = jitflow.compile(mod, "c", pass_config={"tirx.disable_cse_tir": True})
+    only_pass_config = jitflow.compile(mod, "c", pass_config={"tirx.disable_cse_tir": True})
+    assert exe.key not in (default, only_pass_config.key)
+    np.testing.assert_allclose(_axpb_result(exe), 4101.0)   # built outside the with: still its context
+    assert record.passes, "the caller's instrument did not see jitflow's lowering"
+    meta = json.loads((cache_dir / "v1" / "entries" / exe.key[:2] / exe.key / "meta.json").read_text())
+    assert meta["key_inputs"]["options"]["pass_context"]["config"] == {
+        "tirx.disable_cse_tir": True, "tirx.disable_vectorize": True}
+
+
+# --- the salt ---------------------------------------------------------------------------------
+
+def test_cache_salt_changes_the_key(cache_dir, monkeypatch):
+    base = jitflow.compile(kernels.axpb(4200.0), "c").key
+    salted = jitflow.compile(kernels.axpb(4200.0), "c", cache_salt="postproc v2").key
+    assert salted != base
+    monkeypatch.setenv("JITFLOW_CACHE_SALT", "postproc v2")
+    assert jitflow.compile(kernels.axpb(4200.0), "c").key == salted
+    assert jitflow.compile(kernels.axpb(4200.0), "c", cache_salt="").key == base   # the argument wins
+    with pytest.raises(InvalidInputError, match="cache_salt"):
+        jitflow.compile(kernels.axpb(4200.0), "c", cache_salt=3)
