@@ -31,7 +31,6 @@ from . import builtins_c, zig
 STUBS = ("libc.so.6", "libm.so.6")
 ARCHIVE = "libjitflow_builtins.a"
 _STUB_RECIPE = hashlib.sha256("\n".join(["stubs: soname only", *STUBS]).encode()).hexdigest()[:16]
-_ARCHIVE_RECIPE = hashlib.sha256("\n".join([builtins_c.SOURCE, *zig.FLAGS]).encode()).hexdigest()[:16]
 _SYMBOL_RE = re.compile(r'symbol\(&?[A-Za-z0-9_.]+,\s*"(__[A-Za-z0-9_]+)"\)')
 #: glibc functions that compiler-rt also defines (fortified string functions): the stub libc has them.
 _LIBC_NAMES = re.compile(r"__\w+_chk|__chk_fail|__stack_chk_\w+")
@@ -46,7 +45,8 @@ def stubs(host: str, zig_cache: Path) -> list[Path]:
 
 def builtins_archive(host: str, zig_cache: Path) -> Path:
     """The archive of builtins_c.py for `host`, built once per zig cache folder."""
-    folder = _once(zig_cache / "jitflow-host-libs" / f"builtins-{_ARCHIVE_RECIPE}" / host, (ARCHIVE,),
+    recipe = hashlib.sha256("\n".join([builtins_c.SOURCE, *zig.flags(host, Path("/"))]).encode()).hexdigest()[:16]
+    folder = _once(zig_cache / "jitflow-host-libs" / f"builtins-{recipe}" / host, (ARCHIVE,),
                    lambda work, local: _build_archive(work, local, host, zig_cache))
     return folder / ARCHIVE
 

@@ -15,8 +15,8 @@ from . import dist_info, environment
 #: build machine's, so a library runs on any CPU of its architecture.
 ZIG_TARGETS = {"x86_64-linux-gnu": "x86_64-linux-gnu.2.17",
                "aarch64-linux-gnu": "aarch64-linux-gnu.2.17"}
-FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
-         "-Xclang", "-ffloat16-excess-precision=none",   # float16 ops round each result, as TIR means
+_FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
+          "-Xclang", "-ffloat16-excess-precision=none",   # float16 ops round each result, as TIR means
           "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
 
 
@@ -98,7 +98,7 @@ def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path, local_cache: Path 
 
 
 def flags(host: str, cwd: Path) -> list[str]:
-    return ["-target", ZIG_TARGETS[host], *[f.format(cwd=cwd) for f in FLAGS]]
+    return ["-target", ZIG_TARGETS[host], *[f.format(cwd=cwd) for f in _FLAGS]]
 
 
 def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path,
