@@ -71,7 +71,10 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernels.cu", len(names), bodies,
                                          [n.encode() for n in names])
     _check((err,), "nvrtcCreateProgram")
-    includes = [] if use_shim else [f"-I{d}" for d in include_dirs()]
+    if not use_shim:
+        includes = [f"-I{d}" for d in include_dirs()]
+    else:                          # the CUDA (not CCCL) folder, for a self-contained header it may read
+        includes = [f"-I{include_dirs()[-1]}"] if cccl_shim.needs_wheel_headers(source) else []
     opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128", *DEFINES,
             *[f"--ptxas-options={p}" for p in PTXAS], *includes, *options]
     try:
