@@ -35,19 +35,22 @@ def _tvm() -> list[Check]:
                   "unset TVM_USE_RUNTIME_LIB or install the full apache-tvm wheel to build")]
 
 
-def _zig(zig_cache: Path) -> list[Check]:
+def _zig(configured: Path | None) -> list[Check]:
     from .errors import JitflowError
-    from .toolchain import zig
+    from .toolchain import zig, zig_cache
 
     try:
         exe, version = zig.zig_binary(), zig.version()
     except JitflowError as exc:
         return [Check("zig", False, str(exc), "pip install ziglang")]
-    warmed = (zig_cache / "o").is_dir() and any((zig_cache / "o").iterdir())
+    wanted = configured or zig_cache.default_location()
+    try:
+        detail, ok = f"{zig_cache.private_folder(wanted)} (private, shared by every cache folder)", True
+    except JitflowError as exc:
+        detail, ok = f"{exc}; builds use a temporary folder instead", False
     return [Check("zig", True, f"{version} ({exe})"),
-            Check("zig warmed", warmed, f"cache {zig_cache}" + ("" if warmed else " is cold: the first build "
-                                                                               "will spend seconds on libc stubs"),
-                  "jitflow warm", required=False)]
+            Check("zig cache", ok, detail, "set JITFLOW_ZIG_CACHE_DIR to a private, writable folder",
+                  required=False)]
 
 
 def _cuda_compilers() -> list[Check]:

@@ -22,7 +22,10 @@ ENVIRONMENT = {
     "JITFLOW_CUDA_FLOOR": ("the compiler's major version .0 (13.0)",
                            "oldest driver (CUDA version) a CUDA library must load on; decides the fatbin's PTX ISA"),
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
-    "JITFLOW_ZIG_CACHE_DIR": ("<cache dir>/zig", "zig's own cache (libc stubs, objects)"),
+    "JITFLOW_ZIG_CACHE_DIR": ("<user cache folder>/jitflow/toolchain/zig-<version>",
+                              "zig's own cache, shared by every cache folder of the user (private to the user)"),
+    "JITFLOW_BUILD_JOBS": ("the usable cores", "compilers one build runs at once; the host C and the device code "
+                                                "are compiled in as many pieces"),
     "JITFLOW_CACHE_MAX_SIZE": ("4GiB", "size cap of the cache; least recently used entries are evicted beyond it"),
     "JITFLOW_CACHE_SALT": ("unset", "any text, mixed into every cache key: change it when something jitflow "
                                     "cannot see changes what TVM emits (a registered callback's body, a pass "
@@ -160,12 +163,13 @@ class Settings:
     cache_dir: Path
     cache_enabled: bool
     cuda_compiler: str
-    zig_cache_dir: Path
+    zig_cache_dir: Path | None          # None: the per-user toolchain folder (toolchain/zig_cache.py)
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
     cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
     cache_salt: str = ""
+    build_jobs: int | None = None       # None: the usable cores (builder/host_compile.py)
 
 
 def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
@@ -211,11 +215,14 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
             "(argument cuda_compiler= or JITFLOW_CUDA_COMPILER)")
     directory = directory.expanduser().absolute()
     zig_env = os.environ.get("JITFLOW_ZIG_CACHE_DIR", "").strip()
-    zig_dir = Path(zig_env).expanduser().absolute() if zig_env else directory / "zig"
+    zig_dir = Path(zig_env).expanduser().absolute() if zig_env else None
     max_size = _env_size("JITFLOW_CACHE_MAX_SIZE", DEFAULT_MAX_SIZE)
     if cache_salt is not None and not isinstance(cache_salt, str):
         raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
     salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
+    jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0)
+    if jobs and jobs != int(jobs):
+        raise InvalidInputError(f"JITFLOW_BUILD_JOBS={jobs!r} is not a whole number")
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
-                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt)
+                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None)

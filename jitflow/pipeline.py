@@ -49,7 +49,6 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
             cache = usable
             found = cache.lookup(key, inputs)
     if found is None:
-        settings = location.zig_settings(settings, cache)
         wait_start = time.perf_counter()
         with cache.lock(key), Turn(settings, cache, key) as shared:
             info.stages["wait"] = time.perf_counter() - wait_start
@@ -72,7 +71,6 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
 def _build_uncached(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
                     options: dict[str, Any], info: BuildInfo) -> tuple[LibraryFile, dict[str, Any]]:
     """Build in a private temporary folder, removed on failure (its sources kept for the error)."""
-    settings = location.zig_settings(settings, None)
     folder = Path(tempfile.mkdtemp(prefix="jitflow-"))
     try:
         with _progress(key, spec, settings) as progress:

@@ -1,4 +1,4 @@
-"""Shared fixtures: a private cache per test, one zig cache per session, GPU detection."""
+"""Shared fixtures: a private cache per test, the machine's zig cache, GPU detection."""
 from __future__ import annotations
 
 import os
@@ -37,10 +37,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def zig_cache(tmp_path_factory) -> Path:
-    """One zig cache for the session: zig's first compile on a machine builds libc stubs (seconds)."""
+def zig_cache() -> Path:
+    """The zig cache every jitflow process of this user shares (JITFLOW_ZIG_CACHE_DIR, else the per-user
+    toolchain folder), as users get it: what zig builds once (the aarch64 test driver's C library and
+    compiler runtime, for one) is built once per machine, not once per test session."""
+    from jitflow.toolchain import zig_cache as location
+
     configured = os.environ.get("JITFLOW_ZIG_CACHE_DIR")
-    return Path(configured) if configured else tmp_path_factory.mktemp("zig-cache")
+    return location.folder(Path(configured) if configured else None)
 
 
 @pytest.fixture

@@ -36,11 +36,12 @@ class Clock:
         self.progress = progress
 
     @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
+    def stage(self, name: str, doing: str | None = None) -> Iterator[None]:
+        """Time stage `name`; the progress line says `doing` (or the name) meanwhile."""
         start = time.perf_counter()
         log.debug("jitflow: %s ...", name)
         if self.progress:
-            self.progress.set(name)
+            self.progress.set(doing or name)
         try:
             yield
         finally:

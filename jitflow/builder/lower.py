@@ -14,7 +14,7 @@ import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
@@ -53,6 +53,15 @@ class Lowered:
     blob: LibraryBlob | None
     devices: list[DeviceSource] = field(default_factory=list)
     vm_functions: list[str] | None = None
+    blob_bytes: bytes | None = None          # the blob as TVM packed it
+    pending: Callable[[Lowered], None] | None = field(default=None, repr=False)
+
+    def finish(self) -> Lowered:
+        """Pack the imports blob if lowering left that for later (see lower's `defer_pack`)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending(self)
+        return self
 
     @property
     def is_vm(self) -> bool:
@@ -107,13 +116,15 @@ def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
 
 @legalized_c_host()   # TVM's C printer gets the host IR legalized (c_legalize.py)
 def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
-          relax_pipeline: Any = None, caller_context: Any = NOT_GIVEN) -> Lowered:
+          relax_pipeline: Any = None, caller_context: Any = NOT_GIVEN, defer_pack: bool = False) -> Lowered:
     """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure.
 
     relax_pipeline (Relax modules only): a pipeline name known to tvm.relax.get_pipeline or a
     Pass; None is TVM's default for the target (for CUDA it schedules with dlight's GPU rules).
     caller_context: the PassContext the caller had entered when compiling (None: none), merged
     with pass_config (pass_context.py); by default the one entered now.
+    defer_pack (CPU targets): return once the host C is known and pack the VM's blob (its weights:
+    a large model takes tenths of a second) in `Lowered.finish()`, while the host C compiles.
     """
     import tvm
 
@@ -133,20 +144,22 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
         raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
     root = executable.mod
     if root.kind == vm_program.KIND:
-        return _lowered_vm(root)
+        return _lowered_vm(root, with_devices=spec.is_cuda or not defer_pack)
     if root.kind != "c":
         raise LoweringError(f"TVM produced a host module of kind {root.kind!r}, expected 'c'")
     if not root.imports:
         return Lowered(host_source(root.inspect_source()), None)
-    blob = _pack(root)
-    return Lowered(host_source(root.inspect_source()), blob, _device_sources(blob))
+    blob, raw = _pack(root)
+    return Lowered(host_source(root.inspect_source()), blob, _device_sources(blob), blob_bytes=raw)
 
 
-def _pack(root: Any) -> LibraryBlob:
+def _pack(root: Any) -> tuple[LibraryBlob, bytes]:
+    import numpy as np
     import tvm_ffi
 
-    raw = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(root)
-    return library_blob.parse(bytes(raw.numpy().tobytes()))
+    packed = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(root)
+    raw = np.from_dlpack(packed).tobytes()      # one copy (Tensor.numpy() makes two)
+    return library_blob.parse(raw), raw
 
 
 def _import_tree(root: Any) -> Iterator[Any]:
@@ -162,15 +175,22 @@ def _import_tree(root: Any) -> Iterator[Any]:
         stack.extend(module.imports)
 
 
-def _lowered_vm(root: Any) -> Lowered:
-    """A VM executable: the C host module somewhere below it, the whole tree packed into one blob."""
+def _lowered_vm(root: Any, with_devices: bool) -> Lowered:
+    """A VM executable: the C host module somewhere below it, the whole tree packed into one blob
+    (in finish(); devices are only known once packed, so `with_devices` packs before returning)."""
     hosts = [m for m in _import_tree(root) if m.kind == "c"]
     if len(hosts) > 1:
         raise LoweringError(f"the VM executable imports {len(hosts)} C host modules; jitflow builds one")
-    blob = _pack(root)
-    payload = vm_program.payload_of(blob)
-    if payload is None:
-        raise LibraryFormatError("the packed VM executable has no relax.VMExecutable module")
-    functions = vm_program.parse(payload).entry_functions
+
+    def pack(lowered: Lowered) -> None:
+        blob, raw = _pack(root)
+        payload = vm_program.payload_of(blob)
+        if payload is None:
+            raise LibraryFormatError("the packed VM executable has no relax.VMExecutable module")
+        lowered.blob, lowered.blob_bytes = blob, raw
+        lowered.devices = _device_sources(blob)
+        lowered.vm_functions = vm_program.parse(payload).entry_functions
+
     host_c = host_source(hosts[0].inspect_source()) if hosts else ""
-    return Lowered(host_c, blob, _device_sources(blob), vm_functions=functions)
+    lowered = Lowered(host_c, None, vm_functions=[], pending=pack)
+    return lowered.finish() if with_devices else lowered

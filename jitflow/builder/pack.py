@@ -1,40 +1,40 @@
-"""Put each device module's fatbin into the imports blob and emit it as an assembly file to link."""
+"""Put each device module's fatbin into the imports blob (blob_object.py makes it an object to link).
+
+A device module compiled in pieces (device_compile.py) becomes one device module per piece, each
+holding its kernels' entries and fatbin, all imported where the original was: TVM looks a kernel
+up in every module the library imports.
+"""
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 from ..formats import library_blob
 from ..formats.library_blob import BlobModule, CudaPayload, LibraryBlob
 
-_ASM = """\
-    .section .rodata.tvm_ffi_library_bin,"a"
-    .globl {symbol}
-    .type {symbol}, %object
-    .p2align 4
-{symbol}:
-    .incbin "{blob}"
-    .size {symbol}, . - {symbol}
-    .section .note.GNU-stack,"",%progbits
-"""
+
+@dataclass
+class DevicePiece:
+    """A fatbin and the kernels it holds (empty: all of its module's kernels)."""
+
+    fatbin: bytes
+    kernels: list[str]
 
 
-def with_fatbins(blob: LibraryBlob, fatbins: dict[int, bytes]) -> bytes:
-    """The blob with each CUDA module (by index) holding its fatbin instead of source."""
-    modules = []
-    for index, module in enumerate(blob.modules):
-        if index in fatbins:
-            old = library_blob.parse_cuda_payload(module.payload or b"")
-            new = CudaPayload("fatbin", old.fmap_raw, old.kernels, fatbins[index])
-            modules.append(BlobModule(module.kind, new.to_bytes()))
-        else:
-            modules.append(module)
-    return library_blob.serialize(replace(blob, modules=modules))
-
-
-def write_blob_asm(blob: bytes, folder: Path) -> Path:
-    """Write blob.bin and blob.S (which embeds it as the symbol TVM's loader looks for)."""
-    (folder / "blob.bin").write_bytes(blob)
-    asm = folder / "blob.S"
-    asm.write_text(_ASM.format(symbol=library_blob.SYMBOL, blob="blob.bin"))
-    return asm
+def with_fatbins(blob: LibraryBlob, fatbins: dict[int, list[DevicePiece]]) -> bytes:
+    """The blob with each CUDA module (by index) holding fatbins instead of source: one module per piece."""
+    modules = list(blob.modules)
+    children = [blob.child_indices[a:b] for a, b in zip(blob.row_ptr, blob.row_ptr[1:])]
+    for index, pieces in fatbins.items():
+        old = library_blob.parse_cuda_payload(blob.modules[index].payload or b"")
+        payloads = [CudaPayload("fatbin", old.fmap_raw, old.kernels, p.fatbin) if not p.kernels
+                    else old.subset(p.kernels, "fatbin", p.fatbin) for p in pieces]
+        modules[index] = BlobModule("cuda", payloads[0].to_bytes())
+        added = list(range(len(modules), len(modules) + len(payloads) - 1))
+        modules += [BlobModule("cuda", p.to_bytes()) for p in payloads[1:]]
+        children = [[c for child in row for c in ([child, *added] if child == index else [child])]
+                    for row in children] + [[] for _ in added]
+    row_ptr = [0]
+    for row in children:
+        row_ptr.append(row_ptr[-1] + len(row))
+    tree = replace(blob, row_ptr=row_ptr, child_indices=[c for row in children for c in row], modules=modules)
+    return library_blob.serialize(tree)

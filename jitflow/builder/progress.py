@@ -26,6 +26,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.delay = delay
         self.stage = "starting"
+        self.said: list[str] = []           # every stage set, in order (what a slow build told the user)
         self.done: list[str] = []
         self.start = time.perf_counter()
         self.shown = False
@@ -36,7 +37,10 @@ class Progress:
             self._thread.start()
 
     def set(self, stage: str) -> None:
+        """What the build is doing now (shown from the next refresh of the line)."""
         self.stage = stage
+        if not self.said or self.said[-1] != stage:
+            self.said.append(stage)
 
     def finished(self, item: str) -> None:
         self.done.append(item)

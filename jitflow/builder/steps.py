@@ -5,7 +5,9 @@ folder (publish it, load it, throw it away) is the pipeline's business.
 """
 from __future__ import annotations
 
+import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,12 @@ from ..cache.entry import Entry
 from ..config import Settings
 from ..errors import CompileError
 from ..target import TargetSpec, cuda_floor
-from ..toolchain import cuda, zig
-from . import host_c, lower, pack
+from ..toolchain import host_libs, link, zig_cache
+from . import blob_object, host_c, lower, pack
 from .clock import Clock
+from .device_compile import compile_device
+from .host_compile import HostCompile
+from .pack import DevicePiece
 from .progress import Progress
 
 
@@ -28,24 +33,24 @@ def _include_dirs() -> list[str]:
 
 
 def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, settings: Settings,
-                     options: dict[str, Any], clock: Clock) -> dict[int, bytes]:
-    """Each device module's CUDA source (kept in src/) -> fatbin, by blob index."""
+                     options: dict[str, Any], clock: Clock) -> dict[int, list[DevicePiece]]:
+    """Each device module's CUDA source (kept in src/) -> fatbins, by blob index."""
 
     def arch_done(arch: str, seconds: float) -> None:
         clock.add(f"device {arch}", seconds)
         clock.finished(arch)
 
-    fatbins: dict[int, bytes] = {}
+    fatbins: dict[int, list[DevicePiece]] = {}
     if lowered.devices:
-        clock.show(f"device code for {', '.join(spec.archs)}")
+        clock.show(f"compiling device code for {', '.join(spec.archs)}")
     for n, dev in enumerate(lowered.devices):
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
         floor = cuda_floor.parse(options["cuda_floor"]) if options.get("cuda_floor") else None
-        fatbin, dlog = cuda.compile_fatbin(cu, spec.archs, settings.cuda_compiler,
-                                           options.get("device_options", ()), arch_done, floor)
+        pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.get("device_options", ()),
+                                      arch_done, settings.build_jobs, floor)
         entry.kernels_log(n).write_text(dlog)
-        fatbins[dev.index] = fatbin
+        fatbins[dev.index] = pieces
     return fatbins
 
 
@@ -55,35 +60,47 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock = Clock(stages, progress)
     entry = Entry(folder)
     entry.sources.mkdir(parents=True, exist_ok=True)
-    with clock.stage("lower"):
+    zig_dir = zig_cache.folder(settings.zig_cache_dir)
+    local = folder / "zig-local"          # zig's objects for this build only: removed with it
+    side = ThreadPoolExecutor(1, thread_name_prefix="jitflow-stubs")
+    side.submit(host_libs.stubs, spec.host, zig_dir)   # made once per machine, while TVM lowers
+    side.shutdown(wait=False)
+    with clock.stage("lower", "lowering with TVM"):
         lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"),
-                              options.get("caller_context"))
+                              options.get("caller_context"), defer_pack=True)
     entry.host_c.write_text(lowered.host_c)
-    objects = [folder / "host.o"]
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
-    host_job = zig.compile_object(entry.host_c, objects[0], _include_dirs(), spec.host, settings.zig_cache_dir)
+    host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
+                       None if lowered.devices else clock.show,   # the device code has the line first
+                       settings.build_jobs)
     try:
+        if lowered.pending:
+            with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
+                lowered.finish()
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
+        data = []
+        if lowered.blob is not None:
+            with clock.stage("pack", "packing the library blob"):
+                blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_bytes
+                data.append(blob_object.write(blob, folder / "blob.o", spec.host))
+        host.on_progress = clock.show
+        clock.show(host.describe())
+        try:
+            objects = host.wait()
+        except CompileError as exc:
+            raise host_c.explain(exc, entry.host_c.read_text()) from None
     except BaseException:
-        host_job.cancel()
+        host.cancel()
         raise
-    try:
-        host_job.wait()
-    except CompileError as exc:
-        raise host_c.explain(exc, entry.host_c.read_text()) from None
     clock.add("host", time.perf_counter() - host_start)
-    if lowered.blob is not None:
-        with clock.stage("pack"):
-            blob = pack.with_fatbins(lowered.blob, fatbins)
-            objects.append(pack.write_blob_asm(blob, folder))
-    with clock.stage("link"):
-        zig.link_shared(objects, entry.library, spec.host, settings.zig_cache_dir)
-    for leftover in ["host.o", "blob.bin", "blob.S"]:
-        (folder / leftover).unlink(missing_ok=True)
+    with clock.stage("link", "linking"):
+        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data)
+    for leftover in [*objects, *data]:
+        leftover.unlink(missing_ok=True)
+    shutil.rmtree(local, ignore_errors=True)
     return {
         "functions": lowered.functions,
         "target": {"kind": spec.kind, "archs": list(spec.archs), "host": spec.host},
         "cuda": bool(lowered.devices),
         "sources": entry.source_names(),
     }
-

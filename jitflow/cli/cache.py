@@ -66,7 +66,10 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
         per_host["entries"] += 1
         per_host["size"] += e.size
     size = sum(e.size for e in rows)
-    zig_size = folder_size(settings.zig_cache_dir)
+    from ..toolchain import zig_cache
+
+    zig_dir = settings.zig_cache_dir or zig_cache.default_location()      # shared by every cache folder
+    zig_size = folder_size(zig_dir)
     shared = None
     if settings.remote.url:
         from ..cache.shared.stats import COUNTERS, machine_stats
@@ -77,7 +80,7 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
             "enabled": settings.cache_enabled,
             "problem": cache_dir_problem(settings.cache_dir) if settings.cache_enabled else None,
             "entries": len(rows), "size": size, "cap": settings.cache_max_size, "hosts": hosts,
-            "zig_cache": {"path": str(settings.zig_cache_dir), "size": zig_size},
+            "zig_cache": {"path": str(zig_dir), "size": zig_size},
             "total_size": size + zig_size, "shared": shared}
 
 

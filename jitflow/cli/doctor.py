@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=run_doctor)
     w = sub.add_parser("warm", help="do zig's one-time work now (for Dockerfiles and new machines)",
                        description="Compile and link a small C library with zig for each host, so that the "
-                                   "first jit() on this machine or image does not pay for it.")
+                                   "first jit() on this machine or image does not pay for zig's set-up "
+                                   "(milliseconds: the default path needs no warming).")
     w.add_argument("--host", action="append", default=None, metavar="TRIPLE",
                    help="host triple to warm, repeatable (default: this machine's)")
     w.set_defaults(func=run_warm)
@@ -92,15 +93,15 @@ def run_warm(args: argparse.Namespace) -> int:
     from ..config import resolve
     from ..target import DEFAULT_HOST, machine_host
     from ..target.hosts import normalize
-    from ..toolchain import zig
+    from ..toolchain import link, zig, zig_cache
 
-    settings = resolve()
+    zig_dir = zig_cache.folder(resolve().zig_cache_dir)
     for host in [normalize(h) for h in args.host] if args.host else [machine_host() or DEFAULT_HOST]:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             (folder / "warm.c").write_text("#include <math.h>\nint jitflow_warm(double x) { return (int)sqrt(x); }\n")
-            zig.compile_object(folder / "warm.c", folder / "warm.o", [], host, settings.zig_cache_dir).wait()
-            zig.link_shared([folder / "warm.o"], folder / "warm.so", host, settings.zig_cache_dir)
-        print(f"warmed zig for {host} in {time.perf_counter() - start:.1f} s (cache {settings.zig_cache_dir})")
+            zig.compile_object(folder / "warm.c", folder / "warm.o", [], host, zig_dir, folder).wait()
+            link.link_shared([folder / "warm.o"], folder / "warm.so", host, zig_dir, folder)
+        print(f"warmed zig for {host} in {time.perf_counter() - start:.1f} s (cache {zig_dir})")
     return EXIT_OK

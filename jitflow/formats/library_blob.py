@@ -128,6 +128,7 @@ class KernelInfo:
     arg_types: list[str]
     launch_params: list[str]
     arg_extra_tags: list[int]
+    raw: bytes = field(default=b"", repr=False)     # the entry as serialized in the function map
 
 
 @dataclass
@@ -141,6 +142,12 @@ class CudaPayload:
 
     def to_bytes(self) -> bytes:
         return _string(self.fmt) + self.fmap_raw + _string(self.data)
+
+    def subset(self, names: list[str], fmt: str, data: bytes) -> CudaPayload:
+        """A payload holding only the kernels `names` (in this payload's order), with binary `data`."""
+        wanted = set(names)
+        kernels = [k for k in self.kernels if k.name in wanted]
+        return CudaPayload(fmt, _u64(len(kernels)) + b"".join(k.raw for k in kernels), kernels, data)
 
 
 def _dtype(raw: bytes) -> str:
@@ -156,12 +163,13 @@ def parse_cuda_payload(payload: bytes) -> CudaPayload:
     start = r.pos
     kernels = []
     for _ in range(r.count()):
+        entry_start = r.pos
         key = r.text()
         name = r.text()
         arg_types = [_dtype(r.take(4)) for _ in range(r.count())]
         tags = [r.text() for _ in range(r.count())]
         extra = [struct.unpack("<i", r.take(4))[0] for _ in range(r.count())]
-        kernels.append(KernelInfo(name or key, arg_types, tags, extra))
+        kernels.append(KernelInfo(name or key, arg_types, tags, extra, payload[entry_start:r.pos]))
     fmap_raw = payload[start:r.pos]
     data = r.string()
     if not r.done():

@@ -191,6 +191,24 @@ def _sass(devices: list[_Device], unknown: list[str]) -> device_text.DeviceText:
                                   device_text.SASS_MISSING if tool is None else f"disassembled by {tool[0]}")
 
 
+def _kept_sources(entry: Entry) -> list[tuple[str | None, str | None]]:
+    """(CUDA source, compiler log) of each device module as lowered, from src/."""
+    out: list[tuple[str | None, str | None]] = []
+    while entry.kernels_source(len(out)).exists():
+        n = len(out)
+        out.append((entry.read_source(entry.kernels_source(n)), entry.read_source(entry.kernels_log(n))))
+    return out
+
+
+def _kept_for(dev: _Device, kept: list[tuple[str | None, str | None]], n: int) -> tuple[str | None, str | None]:
+    """The kept source and log of a device module: those defining its kernels (a module compiled in
+    pieces is several modules in the library, with one source), else the n-th."""
+    for source, log_text in kept:
+        if source and dev.kernels and all(f" {k.name}(" in source for k in dev.kernels):
+            return source, log_text
+    return kept[n] if n < len(kept) else (None, None)
+
+
 def _fatbin_entries(devices: list[_Device]) -> tuple[FatbinEntry, ...]:
     return tuple(FatbinEntry(d.index, e.kind, e.arch, e.size, e.isa) for d in devices for e in d.entries)
 
@@ -222,9 +240,10 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
     unknown: list[str] = []
     notes: list[str] = []
     devices = _devices(library, unknown)
+    kept = _kept_sources(entry)
     for n, dev in enumerate(devices):
-        dev.source = entry.read_source(entry.kernels_source(n)) or dev.source
-        dev.log = entry.read_source(entry.kernels_log(n))
+        source, dev.log = _kept_for(dev, kept, n)
+        dev.source = source or dev.source
     host_c = entry.read_source(entry.host_c)
     target = target_of(meta)
     host = host_code.analyze(host_c, [k for d in devices for k in d.kernels]) if host_c is not None else None

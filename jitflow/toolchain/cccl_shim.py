@@ -2,8 +2,9 @@
 
 TVM's CUDA prelude includes these two CCCL headers only to name fixed-width integers and a few
 type traits; parsing the real CCCL headers costs NVRTC about a second per arch, the kernel itself
-milliseconds. When a source includes nothing but these two headers, NVRTC is given the small
-definitions below instead; any other include means the real headers are used.
+milliseconds. When a source includes nothing but these two headers (and self-contained ones of the
+CUDA wheel, such as math_constants.h), NVRTC is given the small definitions below instead; any
+other include means the real headers are used.
 """
 from __future__ import annotations
 
@@ -85,12 +86,25 @@ template <class T, class F> struct conditional<false, T, F> { typedef F type; };
 """
 
 HEADERS = {"cuda/std/cstdint": CSTDINT, "cuda/std/type_traits": TYPE_TRAITS}
+#: headers of the CUDA wheel that include nothing else (TVM's code includes math_constants.h for
+#: CUDART_INF_F in an attention mask): NVRTC reads them from the wheel's include folder, in
+#: milliseconds, so they do not call for the real CCCL headers either.
+SELF_CONTAINED = frozenset({"math_constants.h"})
 _INCLUDE_RE = re.compile(r"^\s*#\s*include\s*[<\"]([^>\"]+)[>\"]", re.MULTILINE)
 _RTC_BRANCH = re.compile(r"#ifdef __CUDACC_RTC__(.*?)#else(.*?)#endif", re.DOTALL)
 
 
-def applies(source: str) -> bool:
-    """True when every header NVRTC would read is one of the two the shim provides."""
+def _included(source: str) -> set[str]:
     rtc_only = _RTC_BRANCH.sub(lambda m: m.group(1), source, count=1)
-    included = set(_INCLUDE_RE.findall(rtc_only))
-    return bool(included) and included <= set(HEADERS)
+    return set(_INCLUDE_RE.findall(rtc_only))
+
+
+def applies(source: str) -> bool:
+    """True when every header NVRTC would read is one the shim provides or a self-contained one."""
+    included = _included(source)
+    return bool(included & set(HEADERS)) and included <= set(HEADERS) | SELF_CONTAINED
+
+
+def needs_wheel_headers(source: str) -> bool:
+    """Whether a source the shim applies to also reads a SELF_CONTAINED header from the wheel."""
+    return bool(_included(source) & SELF_CONTAINED)

@@ -13,11 +13,12 @@ from . import ptx_floor
 
 def compile_fatbin(source_path: Path, archs: Sequence[str], compiler: str, options: Sequence[str] = (),
                    on_arch: Callable[[str, float], None] | None = None,
-                   floor: CudaVersion | None = None) -> tuple[bytes, str]:
+                   floor: CudaVersion | None = None, text: str | None = None) -> tuple[bytes, str]:
     """Fatbin with SASS for every arch and PTX for the lowest, plus the compiler's log.
 
     floor: the fatbin's PTX is brought to an ISA the driver of that CUDA version JIT-compiles, and
-    the PTX ISA is then read back from the fatbin itself and checked.
+    the PTX ISA is then read back from the fatbin itself and checked. text (NVRTC only): compile
+    this instead of the file's source (a piece of it, see builder/device_compile.py).
     """
     if compiler == "nvcc":
         from . import nvcc
@@ -31,7 +32,8 @@ def compile_fatbin(source_path: Path, archs: Sequence[str], compiler: str, optio
     else:
         from . import nvrtc
 
-        data, log = nvrtc.compile_fatbin(source_path.read_text(), archs, options, source_path, on_arch, floor)
+        source = source_path.read_text() if text is None else text
+        data, log = nvrtc.compile_fatbin(source, archs, options, source_path, on_arch, floor)
     if floor is not None:
         found = ptx_floor.check_fatbin(data, floor, source_path)
         log += "".join(f"\n== PTX {arch}: ISA {isa} (CUDA floor {floor}) ==" for arch, isa in found)

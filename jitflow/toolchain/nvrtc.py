@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
@@ -70,7 +71,10 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernels.cu", len(names), bodies,
                                          [n.encode() for n in names])
     _check((err,), "nvrtcCreateProgram")
-    includes = [] if use_shim else [f"-I{d}" for d in include_dirs()]
+    if not use_shim:
+        includes = [f"-I{d}" for d in include_dirs()]
+    else:                          # the CUDA (not CCCL) folder, for a self-contained header it may read
+        includes = [f"-I{include_dirs()[-1]}"] if cccl_shim.needs_wheel_headers(source) else []
     opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128", *DEFINES,
             *[f"--ptxas-options={p}" for p in PTXAS], *includes, *options]
     try:
@@ -114,22 +118,29 @@ def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (
                    floor: CudaVersion | None = None) -> tuple[bytes, str]:
     """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log).
 
-    floor: the PTX is brought to an ISA the driver of that CUDA version JIT-compiles (ptx_floor.py).
+    The archs compile side by side (NVRTC releases the GIL while it compiles); `on_arch` hears of each
+    as it is done, with the seconds since the start. floor: the PTX is brought to an ISA the driver of
+    that CUDA version JIT-compiles (ptx_floor.py).
     """
+    start = time.perf_counter()
+
+    def one(arch: str):
+        result = _compile_one(source, arch, options, source_path)
+        if on_arch:
+            on_arch(arch, time.perf_counter() - start)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, len(archs)), thread_name_prefix="jitflow-nvrtc") as pool:
+        results = list(pool.map(one, archs))
     images = []
-    logs = []
-    for i, arch in enumerate(archs):
-        start = time.perf_counter()
-        cubin, ptx, text = _compile_one(source, arch, options, source_path)
-        logs.append(f"== {arch} ==\n{text}")
+    for i, (arch, (cubin, ptx, _)) in enumerate(zip(archs, results)):
         images.append(fatbin_build.Image("sass", arch, cubin))
         if i == 0:
             if floor is not None:
                 ptx = ptx_floor.to_floor(ptx.rstrip(b"\0"), arch, floor, source_path)
             images.append(fatbin_build.Image("ptx", "compute_" + arch[len("sm_"):], ptx))
-        if on_arch:
-            on_arch(arch, time.perf_counter() - start)
+    logs = "\n".join(f"== {arch} ==\n{text}" for arch, (_, _, text) in zip(archs, results))
     try:
-        return fatbin_build.build(images), "\n".join(logs)
+        return fatbin_build.build(images), logs
     except CompileError as exc:
         raise CompileError(exc.tool, exc.command, exc.log, source_path) from None

@@ -45,57 +45,65 @@ def version() -> str:
     return proc.stdout.strip()
 
 
-def _env(zig_cache: Path) -> dict[str, str]:
+def _env(zig_cache: Path, local_cache: Path) -> dict[str, str]:
     env = environment.for_compiler()
     env["ZIG_GLOBAL_CACHE_DIR"] = str(zig_cache)
-    env["ZIG_LOCAL_CACHE_DIR"] = str(zig_cache)
+    env["ZIG_LOCAL_CACHE_DIR"] = str(local_cache)
     return env
 
 
 class Job:
-    """A zig cc process running in the background (the host compiles while NVRTC works)."""
+    """A zig process running in the background (the host compiles while NVRTC works).
 
-    def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None) -> None:
-        zig_cache.mkdir(parents=True, exist_ok=True)
-        self.command = [zig_binary(), "cc", *args]
+    zig_cache is zig's global cache (the per-user toolchain folder, see zig_cache.py); local_cache,
+    where zig keeps the objects of this one build, defaults to it (give a build's own folder so that
+    its objects go away with it).
+    """
+
+    def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None,
+                 local_cache: Path | None = None, tool: str = "cc") -> None:
+        self.command = [zig_binary(), tool, *args]
+        self.tool = f"zig {tool}"
         self.source = source
         try:
-            self.proc = subprocess.Popen(self.command, cwd=cwd, env=_env(zig_cache), stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True)
+            self.proc = subprocess.Popen(self.command, cwd=cwd, env=_env(zig_cache, local_cache or zig_cache),
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         except OSError as exc:
-            raise CompileError("zig cc", self.command, str(exc), source) from None
+            raise CompileError(self.tool, self.command, str(exc), source) from None
 
     def wait(self) -> str:
         """Wait for zig; raise CompileError with the command and log on failure."""
         out, _ = self.proc.communicate()
         if self.proc.returncode != 0:
-            raise CompileError("zig cc", self.command, out, self.source)
+            raise CompileError(self.tool, self.command, out, self.source)
         return out
 
-    def cancel(self) -> None:
-        """Stop zig when the build failed elsewhere."""
-        self.proc.kill()
-        self.proc.communicate()
+    def kill(self) -> None:
+        """Stop zig (the build failed elsewhere); whoever waits for it gets a CompileError."""
+        try:
+            self.proc.kill()
+        except OSError:
+            pass          # it has ended already
 
 
-def run(args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None) -> str:
+def run(args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None,
+        local_cache: Path | None = None) -> str:
     """Run `zig cc ARGS` in cwd and wait for it."""
-    return Job(args, cwd, zig_cache, source).wait()
+    return Job(args, cwd, zig_cache, source, local_cache).wait()
+
+
+def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path, local_cache: Path | None = None) -> str:
+    """Run another zig sub-command (`zig ar ...`) in cwd and wait for it."""
+    return Job(args[1:], cwd, zig_cache, local_cache=local_cache, tool=args[0]).wait()
 
 
 def flags(host: str, cwd: Path) -> list[str]:
     return ["-target", ZIG_TARGETS[host], *[f.format(cwd=cwd) for f in _FLAGS]]
 
 
-def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path) -> Job:
+def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path,
+                   local_cache: Path | None = None) -> Job:
     """Start compiling C source -> position-independent object file; call .wait() on the result."""
     cwd = out.parent
     return Job([*flags(host, cwd), *[f"-I{d}" for d in include_dirs], "-c", os.path.relpath(source, cwd),
-         "-o", out.name], cwd=cwd, zig_cache=zig_cache, source=source)
-
-
-def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path) -> None:
-    """Objects and assembly files -> shared library; TVM's symbols resolve when the runtime loads it."""
-    cwd = out.parent
-    run([*flags(host, cwd), "-shared", "-Wl,--build-id=none", *[str(p.relative_to(cwd)) for p in inputs],
-         "-lm", "-o", out.name], cwd=cwd, zig_cache=zig_cache)
+                "-o", out.name], cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache)

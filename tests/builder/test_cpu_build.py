@@ -1,13 +1,13 @@
 """The CPU target end to end: numbers from the built library against numpy."""
 from __future__ import annotations
 
+import kernels
 import numpy as np
 import pytest
 import tvm
+from conftest import run_python
 
 import jitflow
-import kernels
-from conftest import run_python
 
 
 def _tensor(a):

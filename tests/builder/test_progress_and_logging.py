@@ -5,9 +5,10 @@ import io
 import logging
 import time
 
-import jitflow
 import kernels
 from conftest import run_python
+
+import jitflow
 from jitflow import config
 from jitflow.builder import progress
 

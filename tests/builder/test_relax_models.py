@@ -4,17 +4,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import models
 import numpy as np
 import pytest
+from conftest import ROOT, run_python
 
 import jitflow
-import models
-from conftest import ROOT, run_python
 from jitflow.cache import key as keys
-from jitflow.formats import fatbin, library_blob, vm_program as vm_format
-from jitflow.runtime import load as loader
 from jitflow.errors import InvalidInputError, LibraryFormatError
+from jitflow.formats import fatbin, library_blob
+from jitflow.formats import vm_program as vm_format
 from jitflow.report import storage_plan
+from jitflow.runtime import load as loader
 
 PARAMS = ("w1", "b1", "w2", "b2")
 
@@ -223,17 +224,21 @@ def test_vm_format_rejects_damaged_bytecode(cache_dir, tmp_path):
 
 
 @needs_compiler
-def test_cuda_build_holds_a_fatbin_and_no_source(cache_dir, tmp_path):
+def test_cuda_build_holds_a_fatbin_and_no_source(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("JITFLOW_BUILD_JOBS", "2")          # the two kernels compile side by side
     exe = jitflow.compile(models.mlp(seed=10), "cuda", arch="sm_90")
     out = exe.export_library(tmp_path / "mlp_cuda.so")
     blob = library_blob.parse(loader.blob_of(out))
-    # the VM imports the host library, which imports the CUDA module: two levels deep
-    assert blob.kinds() == ["relax.VMExecutable", "_lib", "cuda"]
-    assert blob.row_ptr == [0, 1, 2, 2] and blob.child_indices == [1, 2]
-    payload = library_blob.parse_cuda_payload(blob.modules[2].payload)
-    assert payload.fmt == "fatbin"
-    assert {(e.kind, e.arch) for e in fatbin.entries(payload.data)} == {("sass", "sm_90"), ("ptx", "compute_90")}
-    assert sorted(k.name for k in payload.kernels) == ["fused_matmul1_add1_kernel", "fused_matmul_add_relu_kernel"]
+    # the VM imports the host library, which imports the CUDA modules: two levels deep. The two
+    # kernels were compiled side by side, one device module each (TVM looks kernels up in all).
+    assert blob.kinds() == ["relax.VMExecutable", "_lib", "cuda", "cuda"]
+    assert blob.row_ptr == [0, 1, 3, 3, 3] and blob.child_indices == [1, 2, 3]
+    payloads = [library_blob.parse_cuda_payload(m.payload) for m in blob.modules[2:]]
+    for payload in payloads:
+        assert payload.fmt == "fatbin" and len(payload.kernels) == 1
+        assert {(e.kind, e.arch) for e in fatbin.entries(payload.data)} == {("sass", "sm_90"), ("ptx", "compute_90")}
+    assert sorted(k.name for p in payloads for k in p.kernels) == ["fused_matmul1_add1_kernel",
+                                                                   "fused_matmul_add_relu_kernel"]
     raw = out.read_bytes()
     assert b"__global__" not in raw and b"#include" not in raw
     source = (exe.build_info.library.parent / "src" / "kernels.cu").read_text()

@@ -86,7 +86,7 @@ def test_cpu_module_builds_for_aarch64(cache_dir, tmp_path):
     exe = jitflow.compile(kernels.libm_calls(), "c", host=ARM)
     info = elf_info.read(exe.export_library(tmp_path / "libm_arm.so"))
     check_portable(info, "aarch64")
-    assert "libm.so.6" in info.needed and info.glibc_baseline == "2.17"   # aarch64's first glibc
+    assert "libm.so.6" in info.needed and info.glibc_baseline is None   # unversioned: bound at load time
     host_c = (exe.build_info.library.parent / "src" / "host.c").read_text()
     assert '"keys":["arm_cpu","cpu"]' in host_c.splitlines()[0]       # TVM lowered for an Arm CPU
     assert exe.target.describe() == f"c for {ARM}" or machine_host() == ARM

@@ -3,14 +3,29 @@ from __future__ import annotations
 
 import re
 
-import jitflow
+import kernels
 import pytest
+
+import jitflow
 from jitflow.builder import lower, prepare
 from jitflow.target import resolve_target
 from jitflow.toolchain import cccl_shim as cuda_std_shim
 from jitflow.toolchain import nvrtc as cuda_nvrtc
 
-import kernels
+
+def masked(n: int = 256):
+    """A[i] where positive, else -inf: TVM's CUDA names -inf CUDART_INF_F, from math_constants.h."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((n,), "float32"), C: T.Buffer((n,), "float32")):
+        for i in T.thread_binding(n, thread="threadIdx.x"):
+            with T.sblock("C"):
+                vi = T.axis.spatial(n, i)
+                C[vi] = T.if_then_else(A[vi] > T.float32(0), A[vi], T.float32("-inf"))
+
+    return tvm.IRModule({"main": main})
 
 
 def _source(mod) -> str:
@@ -25,10 +40,12 @@ def _entries(ptx: bytes) -> list[str]:
     return re.findall(r"\.visible \.entry.*?\n}\n", text, re.DOTALL)
 
 
-@pytest.mark.parametrize("make", [kernels.vecadd_cuda, kernels.matmul_shared], ids=["vecadd", "matmul_shared"])
+@pytest.mark.parametrize("make", [kernels.vecadd_cuda, kernels.matmul_shared, masked],
+                         ids=["vecadd", "matmul_shared", "masked"])
 def test_shim_and_real_headers_give_identical_kernels(make):
     source = _source(make())
     assert cuda_std_shim.applies(source)
+    assert cuda_std_shim.needs_wheel_headers(source) == ("math_constants.h" in source)
     _, ptx_shim, _ = cuda_nvrtc._compile_one(source, "sm_90", [], None, use_shim=True)
     _, ptx_real, _ = cuda_nvrtc._compile_one(source, "sm_90", [], None, use_shim=False)
     assert _entries(ptx_shim) and _entries(ptx_shim) == _entries(ptx_real)
@@ -46,3 +63,5 @@ def test_shim_refuses_sources_with_unknown_includes():
     assert not cuda_std_shim.applies('#include <cuda/std/cstdint>\n#include <cuda/std/limits>\n')
     assert not cuda_std_shim.applies("extern \"C\" __global__ void k() {}\n")
     assert cuda_std_shim.applies('#include <cuda/std/cstdint>\n')
+    assert cuda_std_shim.applies('#include <cuda/std/cstdint>\n#include <math_constants.h>\n')
+    assert not cuda_std_shim.applies('#include <math_constants.h>\n')

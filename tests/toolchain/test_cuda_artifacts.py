@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import shutil
 
-import jitflow
+import kernels
 import pytest
+
+import jitflow
 from jitflow.formats import fatbin, library_blob
 from jitflow.runtime import load as loader
-
-import kernels
 
 
 def _cuda_payloads(path):
@@ -58,6 +58,7 @@ def test_shared_memory_matmul_builds_for_the_gpu(cache_dir, tmp_path):
 def test_tvm_blob_round_trips_byte_for_byte(cache_dir):
     import tvm
     import tvm_ffi
+
     from jitflow.builder import prepare
     from jitflow.target import resolve_target
 

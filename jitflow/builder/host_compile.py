@@ -1,0 +1,132 @@
+"""The host C compiled in pieces by zig processes running side by side (split_c.py), in the
+background while the device code builds.
+
+There are as many pieces as usable cores (fewer for a small source): each piece costs a zig process
+and a read of the headers (some 40 ms), so more pieces than cores only add work. A library's
+layout (not its behaviour) therefore follows the number of cores of the machine that built it. If
+the pieces fail to compile, the whole file is compiled as one before any error is reported, so a
+gap in the splitter can cost time but never a build.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import CompileError
+from ..toolchain import zig
+from . import split_c
+
+log = logging.getLogger("jitflow")
+#: a piece of this many bytes of C takes about a tenth of a second at -O2; smaller ones would
+#: spend as much on starting zig and reading the headers as they save.
+MIN_PIECE_BYTES = 64_000
+#: at most this many pieces, whatever the machine.
+MAX_PIECES = 32
+
+
+def piece_count(size: int, cores: int | None = None) -> int:
+    """How many pieces a host C source of `size` bytes is split into on a machine with `cores`."""
+    cores = usable_cores() if cores is None else cores
+    return max(1, min(MAX_PIECES, cores, -(-size // MIN_PIECE_BYTES)))
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class HostCompile:
+    """Compiles `source` (the kept host.c) into objects in `folder`, in the background.
+
+    `on_progress` receives a short description of what is running, for the progress line; `jobs` is
+    how many zig processes run at once (default: the usable cores), `pieces` how many pieces the
+    source is split into (default: piece_count for `jobs`).
+    """
+
+    def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
+                 zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
+                 jobs: int | None = None, pieces: int | None = None) -> None:
+        self.source, self.folder, self.host = source, folder, host
+        self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
+        self.on_progress = on_progress
+        jobs = jobs or usable_cores()
+        texts = split_c.split(text, piece_count(len(text), jobs) if pieces is None else pieces)
+        self.pieces = [source] if len(texts) == 1 else self._write_pieces(texts)
+        self.done = 0
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._running: set[zig.Job] = set()
+        self._pool = ThreadPoolExecutor(max_workers=min(jobs, len(self.pieces)), thread_name_prefix="jitflow-zig")
+        self._futures = [self._pool.submit(self._compile, piece) for piece in self.pieces]
+        self._report()
+
+    def _write_pieces(self, pieces: list[str]) -> list[Path]:
+        paths = []
+        for n, text in enumerate(pieces):
+            path = self.folder / f"host_{n}.c"
+            path.write_text(text)
+            paths.append(path)
+        return paths
+
+    def describe(self) -> str:
+        """What is compiling, for the progress line."""
+        total = len(self.pieces)
+        return "compiling the host C" if total == 1 else f"compiling the host C in {total} pieces ({self.done} done)"
+
+    def _report(self) -> None:
+        if self.on_progress:
+            self.on_progress(self.describe())
+
+    def _compile(self, source: Path) -> Path:
+        out = self.folder / (source.stem + ".o")
+        with self._lock:
+            if self._cancelled:
+                raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
+            job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache)
+            self._running.add(job)
+        try:
+            job.wait()
+        finally:
+            with self._lock:
+                self._running.discard(job)
+        with self._lock:
+            self.done += 1
+        self._report()
+        return out
+
+    def wait(self) -> list[Path]:
+        """The objects, once all are compiled; CompileError (with the whole file's log) on failure."""
+        try:
+            try:
+                objects = [f.result() for f in self._futures]
+            except CompileError as exc:
+                if len(self.pieces) == 1:
+                    raise
+                log.debug("jitflow: the host C pieces failed (%s); compiling the file whole", exc.log[-500:])
+                for path in self.folder.glob("host_*.o"):
+                    path.unlink()
+                objects = [self._compile(self.source)]
+            return objects
+        finally:
+            self._pool.shutdown(wait=True)
+            for piece in self.pieces:
+                if piece != self.source:
+                    piece.unlink(missing_ok=True)
+
+    def cancel(self) -> None:
+        """Stop every zig process (the build failed elsewhere)."""
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        for f in self._futures:
+            f.cancel()
+        for job in running:
+            job.kill()                  # their threads reap them
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,122 @@
+"""What a host library is linked against, without zig's seconds-long first-use work.
+
+zig's default link builds glibc stubs and its whole compiler runtime into an empty zig cache
+(seconds, tens of seconds on a busy machine) for a library that needs neither: it is loaded into a
+process that already has libc and libm, and TVM's C needs at most three compiler builtins. So a
+library is linked with -nostdlib against:
+- stub libc.so.6 and libm.so.6 that carry only their soname: the library records them as needed
+  and its references stay unversioned, which glibc's loader binds to the oldest version of each
+  symbol (GLIBC_2.2.5 on x86-64, GLIBC_2.17 on aarch64): the same symbols a link against glibc
+  2.17's stubs picks, so the library loads on glibc 2.17 and on every later one;
+- an archive of the half-precision conversions (builtins_c.py), pulled in only when used.
+Any other compiler-rt builtin in the objects (128-bit division, say) makes the link use zig's
+compiler runtime after all: correct always, fast whenever TVM's C allows.
+
+The stubs and the archive are built once per zig cache folder and host (milliseconds; the archive
+only once a library needs it), under names that change with their recipe.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable
+
+from . import builtins_c, zig
+
+STUBS = ("libc.so.6", "libm.so.6")
+ARCHIVE = "libjitflow_builtins.a"
+_STUB_RECIPE = hashlib.sha256("\n".join(["stubs: soname only", *STUBS]).encode()).hexdigest()[:16]
+_SYMBOL_RE = re.compile(r'symbol\(&?[A-Za-z0-9_.]+,\s*"(__[A-Za-z0-9_]+)"\)')
+#: glibc functions that compiler-rt also defines (fortified string functions): the stub libc has them.
+_LIBC_NAMES = re.compile(r"__\w+_chk|__chk_fail|__stack_chk_\w+")
+
+
+def stubs(host: str, zig_cache: Path) -> list[Path]:
+    """The stub libc.so.6 and libm.so.6 for `host`, built once per zig cache folder."""
+    folder = _once(zig_cache / "jitflow-host-libs" / f"stubs-{_STUB_RECIPE}" / host, STUBS,
+                   lambda work, local: _build_stubs(work, local, host, zig_cache))
+    return [folder / name for name in STUBS]
+
+
+def builtins_archive(host: str, zig_cache: Path) -> Path:
+    """The archive of builtins_c.py for `host`, built once per zig cache folder."""
+    recipe = hashlib.sha256("\n".join([builtins_c.SOURCE, *zig.flags(host, Path("/"))]).encode()).hexdigest()[:16]
+    folder = _once(zig_cache / "jitflow-host-libs" / f"builtins-{recipe}" / host, (ARCHIVE,),
+                   lambda work, local: _build_archive(work, local, host, zig_cache))
+    return folder / ARCHIVE
+
+
+def _once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path], None]) -> Path:
+    """`target` holding `names`: made by `build(folder, zig's local cache)` in a temporary folder beside
+    it, then renamed in place (a process that loses the race uses the winner's)."""
+    if all((target / name).is_file() for name in names):
+        return target
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        build(work, work / ".zig-local")
+        shutil.rmtree(work / ".zig-local", ignore_errors=True)
+        try:
+            os.rename(work, target)
+        except OSError:
+            if not all((target / name).is_file() for name in names):
+                raise                     # not a racing process that finished first: a real failure
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _build_stubs(work: Path, local: Path, host: str, zig_cache: Path) -> None:
+    (work / "empty.c").write_text("/* a stub library: only its soname matters */\n")
+    jobs = [zig.Job(["-target", zig.ZIG_TARGETS[host], "-nostdlib", "-shared", f"-Wl,-soname,{name}",
+                     "-Wl,--build-id=none", "empty.c", "-o", name], cwd=work, zig_cache=zig_cache, local_cache=local)
+            for name in STUBS]
+    for job in jobs:
+        job.wait()
+    (work / "empty.c").unlink()
+
+
+def _build_archive(work: Path, local: Path, host: str, zig_cache: Path) -> None:
+    (work / "builtins.c").write_text(builtins_c.SOURCE)
+    zig.compile_object(work / "builtins.c", work / "builtins.o", [], host, zig_cache, local).wait()
+    zig.run_tool(["ar", "rcs", ARCHIVE, "builtins.o"], cwd=work, zig_cache=zig_cache, local_cache=local)
+    for leftover in ("builtins.c", "builtins.o"):
+        (work / leftover).unlink()
+
+
+@lru_cache(maxsize=1)
+def compiler_rt_symbols() -> frozenset[str]:
+    """The builtins zig's compiler runtime defines (read from its sources, shipped with zig)."""
+    root = Path(zig.zig_binary()).parent / "lib"
+    names: set[str] = set()
+    for source in [root / "compiler_rt.zig", *sorted((root / "compiler_rt").glob("*.zig"))]:
+        try:
+            names.update(_SYMBOL_RE.findall(source.read_text(errors="replace")))
+        except OSError:
+            continue
+    return frozenset(n for n in names if not _LIBC_NAMES.fullmatch(n))
+
+
+def undefined_symbols(objects: Iterable[Path]) -> set[str]:
+    """Symbols the relocatable objects use but do not define."""
+    from elftools.elf.elffile import ELFFile
+
+    found: set[str] = set()
+    for path in objects:
+        with open(path, "rb") as f:
+            symtab = ELFFile(f).get_section_by_name(".symtab")
+            if symtab is not None:
+                found.update(s.name for s in symtab.iter_symbols()
+                             if s.name and s["st_shndx"] == "SHN_UNDEF")
+    return found
+
+
+def needed_builtins(objects: Iterable[Path]) -> tuple[set[str], set[str]]:
+    """The compiler-rt builtins the objects use: (those the builtins archive provides, the others)."""
+    used = undefined_symbols(objects) & (compiler_rt_symbols() | builtins_c.PROVIDES)
+    return used & builtins_c.PROVIDES, used - builtins_c.PROVIDES

@@ -1,0 +1,32 @@
+"""Objects -> a shared library with zig, against the stub C libraries and builtins of host_libs.py
+(TVM's own symbols resolve when the runtime loads the library)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import host_libs, zig
+
+log = logging.getLogger("jitflow")
+
+
+def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
+                show: Callable[[str], None] | None = None, data: Sequence[Path] = ()) -> None:
+    """Link objects (and assembly files) into `out`; `data` are more objects that hold data only.
+
+    Without zig's libc and compiler runtime unless the code objects need a builtin that host_libs does
+    not provide; then zig's compiler runtime is linked too (built once per zig cache folder: `show`
+    is told, for the progress line).
+    """
+    cwd = out.parent
+    provided, missing = host_libs.needed_builtins(p for p in inputs if p.suffix == ".o")
+    archive = [str(host_libs.builtins_archive(host, zig_cache))] if provided else []
+    if missing:
+        log.info("jitflow: %s need zig's compiler runtime", ", ".join(sorted(missing)))
+        if show:
+            show(f"building zig's compiler runtime for {host} (once per machine)")
+    zig.run([*zig.flags(host, cwd), "-shared", "-nodefaultlibs" if missing else "-nostdlib",
+             "-Wl,--build-id=none", *[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive,
+             "-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)], "-o", out.name],
+            cwd=cwd, zig_cache=zig_cache, local_cache=local_cache)
