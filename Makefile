@@ -16,10 +16,12 @@ demo: $(STAMP)
 	$(PY) examples/vecadd_cpu.py
 	$(PY) examples/vecadd_cpu.py
 
+# the whole suite, one worker per core (tests needing a GPU are skipped where there is none)
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
-# the long repetitions (tests marked slow): the kill test 100 times, the prune-while-reading race 20 times
+# the long repetitions (tests marked slow): the kill test 100 times, the prune-while-reading race 20 times,
+# races of 16 processes
 soak: $(STAMP)
 	JITFLOW_SOAK=1 $(PY) -m pytest -q -m slow
 

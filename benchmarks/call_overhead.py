@@ -58,7 +58,8 @@ def main() -> None:
         "torch.add(out=)": lambda x, y, z: torch.add(x, y, out=z),
     }, (a, b, c), args.calls)
     torch.testing.assert_close(c, a + b)
-    print(f"call overhead, vector add 1024 on {torch.cuda.get_device_name()} ({arch}), median of 9 interleaved rounds of {args.calls} calls")
+    print(f"call overhead, vector add 1024 on {torch.cuda.get_device_name()} ({arch}), "
+          f"median of 9 interleaved rounds of {args.calls} calls")
     for name, us in rows.items():
         print(f"{name:<24}{us:>8.2f} us/call")
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 import time
 
-import jitflow
+import kernels
 import pytest
+from conftest import READS, start_python
+
+import jitflow
 from jitflow.cache import admin as cache_admin
 from jitflow.cache.disk import Cache
-
-import kernels
-from conftest import READS, start_python
 
 
 def _age(cache_dir, exe, seconds_ago):
@@ -59,7 +59,7 @@ def test_stale_staging_folders_are_removed(cache_dir):
 
 
 #: rounds of the reader race: a few in `make test`, 20 in `make soak`
-PRUNE_ROUNDS = 20 if os.environ.get("JITFLOW_SOAK") else 3
+PRUNE_ROUNDS = 20 if os.environ.get("JITFLOW_SOAK") else 1
 
 
 @pytest.mark.slow

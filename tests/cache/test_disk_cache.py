@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 
-import jitflow
+import kernels
 import numpy as np
 import pytest
 import tvm
-
-import kernels
 from conftest import run_python, start_python
+
+import jitflow
 
 HIT_WITHOUT_COMPILER = """
     import numpy as np, tvm, jitflow, kernels, instruments

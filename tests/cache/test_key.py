@@ -1,11 +1,11 @@
 """The cache key: stable across processes, different for anything that changes the library."""
 from __future__ import annotations
 
-import jitflow
-import tvm
-
 import kernels
+import tvm
 from conftest import run_python
+
+import jitflow
 
 
 def key(mod, target="c", **kw):

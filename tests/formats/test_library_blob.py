@@ -6,6 +6,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jitflow.errors import LibraryFormatError
 from jitflow.formats import fatbin, library_blob
 

@@ -258,8 +258,12 @@ def test_ptx_is_made_for_each_arch(vecadd):
         ptx["sm_70"]
 
 
-def test_sass_says_so_where_no_disassembler_is_installed(vecadd, monkeypatch):
-    monkeypatch.setattr(device_text, "find_sass_tool", lambda: None)
+def test_sass_says_so_where_no_disassembler_is_installed(vecadd, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))          # no nvdisasm, cuobjdump or nvcc to be found
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    if device_text.find_sass_tool() is not None:
+        pytest.skip("a disassembler from NVIDIA's wheels is installed")
     rep = inspect_entry(vecadd.exe.key)
     with pytest.raises(ToolMissingError, match="nvdisasm or cuobjdump"):
         rep.sass["sm_90"]

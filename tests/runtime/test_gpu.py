@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_python
 
 pytestmark = pytest.mark.gpu
@@ -44,9 +43,9 @@ needs_compiler = pytest.mark.skipif(not _compiler_present(), reason="TVM without
 
 @needs_compiler
 def test_vecadd_matches_torch(cache_dir):
-    import jitflow
-
     import kernels
+
+    import jitflow
 
     exe = jitflow.compile(kernels.vecadd_cuda(), "cuda")  # arch from the visible GPU
     a, b = torch.rand(1024, device="cuda"), torch.rand(1024, device="cuda")
@@ -59,9 +58,9 @@ def test_vecadd_matches_torch(cache_dir):
 
 @needs_compiler
 def test_shared_memory_matmul_matches_torch(cache_dir):
-    import jitflow
-
     import kernels
+
+    import jitflow
 
     exe = jitflow.compile(kernels.matmul_shared(256, 16), "cuda", arch=["sm_80", "sm_90"])
     a, b = torch.rand(256, 256, device="cuda"), torch.rand(256, 256, device="cuda")
@@ -73,9 +72,9 @@ def test_shared_memory_matmul_matches_torch(cache_dir):
 
 @needs_compiler
 def test_second_process_hits_the_cache_on_gpu(cache_dir):
-    import jitflow
-
     import kernels
+
+    import jitflow
 
     jitflow.compile(kernels.vecadd_cuda(threads=64), "cuda", arch="sm_90").jit()
     proc = run_python("""
@@ -92,9 +91,9 @@ def test_second_process_hits_the_cache_on_gpu(cache_dir):
 
 @needs_compiler
 def test_exported_library_runs_in_runtime_only_tvm(cache_dir, tmp_path):
-    import jitflow
-
     import kernels
+
+    import jitflow
 
     out = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90").export_library(tmp_path / "v.so")
     proc = run_python(RUN_VECADD.format(path=str(out)), env={"TVM_USE_RUNTIME_LIB": "1"})

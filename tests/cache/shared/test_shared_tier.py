@@ -15,10 +15,15 @@ import subprocess
 import threading
 import time
 
-import jitflow
+import instruments
+import kernels
 import numpy as np
 import pytest
 import tvm
+from conftest import ROOT, run_python, start_python
+from redis_server import RedisServer, free_port, redis_missing, required_in_ci
+
+import jitflow
 from jitflow import logs
 from jitflow.cache.shared import backend
 from jitflow.cache.shared import entry_format as remote_entry
@@ -26,11 +31,6 @@ from jitflow.cache.shared import stats as remote_cache
 from jitflow.cache.shared import tier as remote_tier
 from jitflow.config import RemoteSettings
 from jitflow.errors import RemoteEntryError
-
-import instruments
-import kernels
-from conftest import ROOT, run_python, start_python
-from redis_server import RedisServer, free_port, redis_missing, required_in_ci
 
 SECRET = "test-signing-key"
 
