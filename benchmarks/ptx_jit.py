@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from fresh_process import run  # noqa: E402
 
 CHILD = """
-    import json, time, torch
+    import json, time, torch, tvm
     import jitflow
     a = torch.rand(256, 256, device="cuda"); b = torch.rand(256, 256, device="cuda")
     c = torch.empty(256, 256, device="cuda"); torch.cuda.synchronize()

@@ -27,6 +27,25 @@ def _gpu_present() -> bool:
         return False
 
 
+#: a test file holding this line runs in a TVM installed without its compiler (TVM_USE_RUNTIME_LIB=1 or
+#: no libtvm_compiler.so); every other file needs the compiler (tvm.script, tvm.compile) and is left out there
+RUNTIME_ONLY_MARK = "RUNS_IN_RUNTIME_ONLY_TVM = True"
+
+
+def _runtime_only_tvm() -> bool:
+    import tvm
+
+    return bool(getattr(tvm.base, "_RUNTIME_ONLY", False))
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if _runtime_only_tvm() and RUNTIME_ONLY_MARK not in collection_path.read_text():
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     if _gpu_present():
         return

@@ -17,31 +17,26 @@ from .library_file import LibraryFile
 _LOCK = threading.Lock()
 
 
-def blob_of(path: str | os.PathLike) -> bytes | None:
-    """The bytes of the library's imports blob, or None when it has none (a CPU-only library)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
+def blob_of(source: str | os.PathLike | LibraryFile) -> bytes | None:
+    """The bytes of the library's imports blob, or None when it has none (a CPU-only library).
+
+    `source` is a path or an open LibraryFile (then read through its descriptor, not its name)."""
+    import mmap
+
+    from ..formats.elf import symbol_bytes
 
     try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            for section in elf.iter_sections():
-                if not isinstance(section, SymbolTableSection):
-                    continue
-                for sym in section.get_symbol_by_name(library_blob.SYMBOL) or []:
-                    owner = elf.get_section(sym["st_shndx"])
-                    offset = sym["st_value"] - owner["sh_addr"]
-                    data = owner.data()
-                    if offset < 0 or offset + 8 > len(data):
-                        raise LibraryFormatError(f"{path}: the library blob lies outside its section")
-                    length = int.from_bytes(data[offset:offset + 8], "little")
-                    if offset + 8 + length > len(data):
-                        raise LibraryFormatError(f"{path}: the library blob is truncated")
-                    return bytes(data[offset:offset + 8 + length])
-    except (ELFError, ValueError, KeyError, IndexError, OSError) as exc:
-        raise LibraryFormatError(f"{path} is not a readable ELF shared library: {exc}") from None
-    return None
+        if isinstance(source, LibraryFile):
+            return _blob_from_fd(source.fd, mmap, symbol_bytes)
+        with open(source, "rb") as f:
+            return _blob_from_fd(f.fileno(), mmap, symbol_bytes)
+    except (OSError, ValueError) as exc:
+        raise LibraryFormatError(f"{os.fspath(source)} is not a readable ELF shared library: {exc}") from None
+
+
+def _blob_from_fd(fd: int, mmap: Any, symbol_bytes: Any) -> bytes | None:
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+        return symbol_bytes(data, library_blob.SYMBOL)
 
 
 #: how the blob spells a module of kind "cuda": its u64 length, then the name

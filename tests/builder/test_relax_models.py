@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, run_python
 
+RUNS_IN_RUNTIME_ONLY_TVM = True   # collected in a TVM without its compiler too (conftest.py)
+
 import jitflow
 from jitflow.cache import key as keys
 from jitflow.errors import InvalidInputError, LibraryFormatError

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_python
 
+RUNS_IN_RUNTIME_ONLY_TVM = True   # collected in a TVM without its compiler too (conftest.py)
+
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_python
 
+RUNS_IN_RUNTIME_ONLY_TVM = True   # collected in a TVM without its compiler too (conftest.py)
+
 pytestmark = pytest.mark.gpu
 ARTIFACTS = Path(os.environ.get("JITFLOW_GPU_ARTIFACTS", ROOT / ".gpu-artifacts"))
 needs_artifacts = pytest.mark.skipif(not (ARTIFACTS / "vecadd_sm80.so").is_file(),

@@ -74,12 +74,19 @@ def test_launch_dims_equal_the_reports(traced):
         assert (launch["grid"], launch["block"]) == report[launch["kernel"]], text
 
 
+def _outputs(traced) -> int:
+    """How many of main's storage blocks hold what it returns."""
+    return sum(1 for s in traced["model"]["functions"][0]["storages"] if s["holds_output"])
+
+
 def test_pooled_allocator_allocates_on_the_first_call_only(traced):
     t, text = traced["trace"], traced["text"]
     storages = traced["model"]["functions"][0]["storages"]
     device = [c["allocations_by_kind"].get("device", {"count": 0})["count"] for c in t["calls"]]
     assert device[0] == len(storages), text               # a fresh pool: one cudaMalloc per storage block
-    assert device[1:] == [0, 0], text                     # each result released: every block reused
+    # the second call runs while the first call's result is still referenced: at most its output
+    # blocks are new; from the third call on, the pool serves every block
+    assert device[1] <= _outputs(traced) and device[2] == 0, text
     assert all(not c["copies"] for c in t["calls"][1:]), text   # input and output stay on the GPU
     pages = sum(-(-s["bytes"] // 4096) * 4096 for s in storages)
     assert t["calls"][0]["allocations_by_kind"]["device"]["bytes"] == pages, text   # 4 KiB pages of the pool
@@ -89,8 +96,10 @@ def test_pooled_allocator_allocates_on_the_first_call_only(traced):
 def test_outputs_kept_alive_need_new_blocks(traced):
     held, text = traced["held"], traced["held_text"]
     device = [c["allocations_by_kind"].get("device", {"count": 0})["count"] for c in held["calls"]]
-    # the pool already holds the first trace's blocks: what a call needs beyond them is allocated
-    assert device[2] == 0, text
+    # the pool holds the first trace's blocks; a call whose earlier outputs are all still held gets
+    # its intermediates from the pool and allocates at most its output blocks, and once the spare
+    # blocks are taken, holding outputs costs new allocations
+    assert all(d <= _outputs(traced) for d in device) and sum(device) >= 1, text
     assert held["agreement"]["ok"], text
 
 
