@@ -73,7 +73,8 @@ def main() -> None:
     for name in ("fused", "unfused"):
         code = RUN.format(folder=str(folder), name=name)
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
         print(f"==== {name} (exit {proc.returncode})")
         print(proc.stdout)
         if proc.returncode:

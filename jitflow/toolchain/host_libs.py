@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..logs import warn_once
 from . import builtins_c, zig
 
 STUBS = ("libc.so.6", "libm.so.6")
@@ -51,24 +52,61 @@ def builtins_archive(host: str, zig_cache: Path) -> Path:
     return folder / ARCHIVE
 
 
+MANIFEST = "sha256.json"
+
+
+def _digests(folder: Path, names: tuple[str, ...]) -> dict[str, str]:
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in names}
+
+
+def _verified(target: Path, names: tuple[str, ...]) -> bool:
+    """Whether `target` holds `names` with the sha256 recorded when they were made (files linked
+    into every library are checked like cache entries: a changed or damaged one is made again)."""
+    import json
+
+    try:
+        recorded = json.loads((target / MANIFEST).read_text())
+        return recorded == _digests(target, names)
+    except (OSError, ValueError):
+        return False
+
+
 def _once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path], None]) -> Path:
     """`target` holding `names`: made by `build(folder, zig's local cache)` in a temporary folder beside
-    it, then renamed in place (a process that loses the race uses the winner's)."""
-    if all((target / name).is_file() for name in names):
+    it with a manifest of their sha256, then renamed in place (a process that loses the race uses the
+    winner's). A `target` whose files do not match its manifest is set aside and made again."""
+    import json
+
+    if _verified(target, names):
         return target
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if target.exists():
+        warn_once(f"toolchain file {target}", "jitflow: %s does not match its recorded sha256; making it again",
+                  target)
+        _set_aside(target)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         build(work, work / ".zig-local")
         shutil.rmtree(work / ".zig-local", ignore_errors=True)
+        (work / MANIFEST).write_text(json.dumps(_digests(work, names), sort_keys=True))
         try:
             os.rename(work, target)
         except OSError:
-            if not all((target / name).is_file() for name in names):
+            if not _verified(target, names):
                 raise                     # not a racing process that finished first: a real failure
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _set_aside(target: Path) -> None:
+    """Move a damaged `target` out of the way in one rename (a racing reader never sees half of it)."""
+    trash = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
+    try:
+        os.rename(target, trash / "old")
+    except OSError:
+        pass                              # another process set it aside first
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _build_stubs(work: Path, local: Path, host: str, zig_cache: Path) -> None:

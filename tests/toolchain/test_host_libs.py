@@ -155,3 +155,14 @@ def test_stub_libraries_carry_only_a_soname(host, zig_cache):
     for stub in host_libs.stubs(host, zig_cache):
         info = elf_info.read(stub)
         assert info.needed == [] and info.exported == [] and info.machine == host.split("-")[0]
+
+
+def test_a_damaged_stub_in_zigs_cache_is_made_again(tmp_path):
+    zig_cache = tmp_path / "zig"
+    first = host_libs.stubs(HOST, zig_cache)
+    good = first[0].read_bytes()
+    first[0].write_bytes(good[:-8] + b"\xff" * 8)           # a flipped tail, as a bad disk or a tamperer leaves
+    again = host_libs.stubs(HOST, zig_cache)
+    assert again == first and again[0].read_bytes() == good
+    (again[1].parent / host_libs.MANIFEST).unlink()          # no manifest: not trusted either
+    assert host_libs.stubs(HOST, zig_cache)[1].read_bytes() == again[1].read_bytes()
