@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 from conftest import ROOT, run_python
 
-RUNS_IN_RUNTIME_ONLY_TVM = True   # collected in a TVM without its compiler too (conftest.py)
-
 import jitflow
 from jitflow.cache import key as keys
 from jitflow.errors import InvalidInputError, LibraryFormatError
@@ -18,6 +16,8 @@ from jitflow.formats import fatbin, library_blob
 from jitflow.formats import vm_program as vm_format
 from jitflow.report import storage_plan
 from jitflow.runtime import load as loader
+
+RUNS_IN_RUNTIME_ONLY_TVM = True   # collected in a TVM without its compiler too (conftest.py)
 
 PARAMS = ("w1", "b1", "w2", "b2")
 
