@@ -8,8 +8,10 @@ Malformed input only ever raises LibraryFormatError.
 """
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import LibraryFormatError
 
@@ -175,3 +177,25 @@ def parse_cuda_payload(payload: bytes) -> CudaPayload:
     if not r.done():
         raise LibraryFormatError("cuda module: bytes left over after the binary")
     return CudaPayload(fmt, fmap_raw, kernels, data)
+
+
+def blob_of(source: str | os.PathLike | Any) -> bytes | None:
+    """The imports blob of a library file, or None when it has none (a CPU-only library).
+
+    `source` is a path, or an open file holder with an `fd` (a runtime LibraryFile): then it is
+    read through that descriptor, not its name. Malformed files raise LibraryFormatError."""
+    import mmap
+
+    from .elf import symbol_bytes
+
+    def from_fd(fd: int) -> bytes | None:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            return symbol_bytes(data, SYMBOL)
+
+    try:
+        if hasattr(source, "fd"):
+            return from_fd(source.fd)
+        with open(source, "rb") as f:
+            return from_fd(f.fileno())
+    except (OSError, ValueError) as exc:
+        raise LibraryFormatError(f"{os.fspath(source)} is not a readable ELF shared library: {exc}") from None

@@ -18,7 +18,6 @@ from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
 from ..formats import cubin, elf, fatbin, library_blob, ptxas_log
 from ..formats.library_blob import KernelInfo
 from ..runtime import compat
-from ..runtime import load as loader
 from ..target import arch_number, normalize_arch
 from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
 from . import device_text, host_code, model_view
@@ -48,7 +47,7 @@ class _Device:
 
 
 def _devices(library: Path, unknown: list[str]) -> list[_Device]:
-    raw = loader.blob_of(library)
+    raw = library_blob.blob_of(library)
     if raw is None:
         return []
     out = []

@@ -115,7 +115,7 @@ def from_library(library: object, kind: str | None = None, host: HostCode | None
     kind is the target kind ("cuda" or "c"); by default "cuda" when the library has device code.
     """
     from ..formats import library_blob, vm_program
-    from ..runtime.load import blob_of
+    from ..formats.library_blob import blob_of
 
     raw = blob_of(library)  # type: ignore[arg-type]
     if raw is None:

@@ -125,7 +125,7 @@ def _program_bytes(source: Any) -> bytes:
             return data
         payload = vm_program.payload_of(library_blob.parse(data))
     elif isinstance(source, (str, os.PathLike)):
-        from ..runtime.load import blob_of
+        from ..formats.library_blob import blob_of
 
         blob = blob_of(source)
         payload = vm_program.payload_of(library_blob.parse(blob)) if blob is not None else None

@@ -118,9 +118,7 @@ def device_code_of_fatbins(fatbins: list[bytes]) -> DeviceCode:
 
 def device_code(path: str | os.PathLike) -> DeviceCode | None:
     """The device code of a library's CUDA modules, or None where it has no fatbin to read."""
-    from .load import blob_of
-
-    raw = blob_of(path)
+    raw = library_blob.blob_of(path)
     if raw is None:
         return None
     fatbins = []

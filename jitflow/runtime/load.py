@@ -9,34 +9,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import LibraryFormatError, LoadError
-from ..formats import library_blob
+from ..errors import LoadError
 from . import library_check
 from .library_file import LibraryFile
 
 _LOCK = threading.Lock()
-
-
-def blob_of(source: str | os.PathLike | LibraryFile) -> bytes | None:
-    """The bytes of the library's imports blob, or None when it has none (a CPU-only library).
-
-    `source` is a path or an open LibraryFile (then read through its descriptor, not its name)."""
-    import mmap
-
-    from ..formats.elf import symbol_bytes
-
-    try:
-        if isinstance(source, LibraryFile):
-            return _blob_from_fd(source.fd, mmap, symbol_bytes)
-        with open(source, "rb") as f:
-            return _blob_from_fd(f.fileno(), mmap, symbol_bytes)
-    except (OSError, ValueError) as exc:
-        raise LibraryFormatError(f"{os.fspath(source)} is not a readable ELF shared library: {exc}") from None
-
-
-def _blob_from_fd(fd: int, mmap: Any, symbol_bytes: Any) -> bytes | None:
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-        return symbol_bytes(data, library_blob.SYMBOL)
 
 
 #: how the blob spells a module of kind "cuda": its u64 length, then the name

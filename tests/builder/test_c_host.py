@@ -216,13 +216,12 @@ def sorted_rows(A: T.Buffer((4, 16), "float32"), Order: T.Buffer((4, 16), "int32
 def test_cuda_host_code_with_these_constructs_builds(env, tmp_path):
     """The host side of a CUDA module: -inf, exp10 and clz on the host, a packed call with buffers."""
     from jitflow.formats import library_blob
-    from jitflow.runtime import load as loader
 
     mod = tvm.IRModule({"scaled": scaled, "sorted_rows": sorted_rows})
     with pytest.raises(Exception, match="tirx.exp10"):        # TVM's own C host cannot print it
         tvm.compile(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host="c"))
     exe = jitflow.compile(mod, "cuda", arch="sm_90")
-    blob = library_blob.parse(loader.blob_of(exe.export_library(tmp_path / "cuda_host.so")))
+    blob = library_blob.parse(library_blob.blob_of(exe.export_library(tmp_path / "cuda_host.so")))
     (cuda,) = [library_blob.parse_cuda_payload(m.payload) for m in blob.modules if m.kind == "cuda"]
     assert cuda.fmt == "fatbin" and len(cuda.kernels) == 2
     host = (exe.build_info.library.parent / "src" / "host.c").read_text().split(c_prelude.END_MARK)[1]

@@ -92,12 +92,11 @@ def test_build_jobs_setting(monkeypatch):
 
 def test_a_model_with_kernels_in_several_device_modules(cache_dir, monkeypatch, tmp_path):
     from jitflow.formats import library_blob
-    from jitflow.runtime import load as loader
 
     monkeypatch.setenv("JITFLOW_BUILD_JOBS", "3")
     mod, _ = _chain()
     lib = jitflow.compile(mod, "cuda", arch="sm_90").export_library(tmp_path / "chain.so")
-    blob = library_blob.parse(loader.blob_of(lib))
+    blob = library_blob.parse(library_blob.blob_of(lib))
     cuda = [i for i, m in enumerate(blob.modules) if m.kind == "cuda"]
     kernels = [k.name for i in cuda for k in library_blob.parse_cuda_payload(blob.modules[i].payload).kernels]
     assert len(cuda) == 3 and len(kernels) == len(set(kernels)) >= 4

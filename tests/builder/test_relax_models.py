@@ -15,7 +15,6 @@ from jitflow.errors import InvalidInputError, LibraryFormatError
 from jitflow.formats import fatbin, library_blob
 from jitflow.formats import vm_program as vm_format
 from jitflow.report import storage_plan
-from jitflow.runtime import load as loader
 
 RUNS_IN_RUNTIME_ONLY_TVM = True   # collected in a TVM without its compiler too (conftest.py)
 
@@ -61,7 +60,7 @@ def test_mlp_on_cpu_matches_numpy(cache_dir):
 @pytest.mark.parametrize("runtime_only", [False, True], ids=["full-tvm", "runtime-only"])
 def test_export_then_load_vm_in_fresh_process(cache_dir, tmp_path, runtime_only):
     out = jitflow.compile(models.mlp(seed=3), "c").export_library(tmp_path / "mlp.so")
-    kinds = library_blob.parse(loader.blob_of(out)).kinds()
+    kinds = library_blob.parse(library_blob.blob_of(out)).kinds()
     assert kinds == ["relax.VMExecutable", "_lib"]  # bytecode + weights, and the zig-built host code
     env = {"TVM_USE_RUNTIME_LIB": "1"} if runtime_only else {}
     proc = run_python(f"""
@@ -218,7 +217,7 @@ def test_vm_misuse_is_explained(cache_dir, tmp_path):
 @needs_compiler
 def test_vm_format_rejects_damaged_bytecode(cache_dir, tmp_path):
     lib = jitflow.compile(models.mlp(seed=9), "c").export_library(tmp_path / "m.so")
-    payload = vm_format.payload_of(library_blob.parse(loader.blob_of(lib)))
+    payload = vm_format.payload_of(library_blob.parse(library_blob.blob_of(lib)))
     assert vm_format.parse(payload).entry_functions == ["main"]
     for damaged in (payload[:len(payload) // 2], payload + b"\0", b"\0" * 8 + payload[8:]):
         with pytest.raises(LibraryFormatError):
@@ -230,7 +229,7 @@ def test_cuda_build_holds_a_fatbin_and_no_source(cache_dir, tmp_path, monkeypatc
     monkeypatch.setenv("JITFLOW_BUILD_JOBS", "2")          # the two kernels compile side by side
     exe = jitflow.compile(models.mlp(seed=10), "cuda", arch="sm_90")
     out = exe.export_library(tmp_path / "mlp_cuda.so")
-    blob = library_blob.parse(loader.blob_of(out))
+    blob = library_blob.parse(library_blob.blob_of(out))
     # the VM imports the host library, which imports the CUDA modules: two levels deep. The two
     # kernels were compiled side by side, one device module each (TVM looks kernels up in all).
     assert blob.kinds() == ["relax.VMExecutable", "_lib", "cuda", "cuda"]

@@ -9,7 +9,7 @@ import jitflow
 from jitflow.errors import LibraryFormatError
 from jitflow.formats import library_blob
 from jitflow.formats.elf import symbol_bytes
-from jitflow.runtime.load import blob_of
+from jitflow.formats.library_blob import blob_of
 
 
 def _with_pyelftools(path) -> bytes:

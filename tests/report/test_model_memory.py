@@ -18,13 +18,12 @@ import jitflow
 from jitflow import cli
 from jitflow.formats import library_blob, vm_program
 from jitflow.report import Report, inspect_library
-from jitflow.runtime import load as loader
 
 
 def _bytecode(library):
     """(alloc_storage sizes in bytes or None, non-builtin callees, tensor constant bytes) read straight
     from the library's VM program, independently of the report."""
-    program = vm_program.parse(vm_program.payload_of(library_blob.parse(loader.blob_of(library))))
+    program = vm_program.parse(vm_program.payload_of(library_blob.parse(library_blob.blob_of(library))))
     consts = program.constants
     sizes, callees = [], []
     for ins in program.code("main"):

@@ -12,7 +12,6 @@ from jitflow import cli
 from jitflow.errors import LoadError, TargetError
 from jitflow.formats import elf as elf_info
 from jitflow.formats import library_blob
-from jitflow.runtime import load as loader
 from jitflow.target import resolve_target
 from jitflow.target.hosts import SUPPORTED_HOSTS, machine_host
 
@@ -96,7 +95,7 @@ def test_cuda_module_builds_for_aarch64(cache_dir, tmp_path):
     exe = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90", host=ARM)
     out = exe.export_library(tmp_path / "vecadd_gh200.so")
     check_portable(elf_info.read(out), "aarch64")
-    blob = library_blob.parse(loader.blob_of(out))
+    blob = library_blob.parse(library_blob.blob_of(out))
     (cuda,) = [library_blob.parse_cuda_payload(m.payload) for m in blob.modules if m.kind == "cuda"]
     assert cuda.fmt == "fatbin" and [k.name for k in cuda.kernels] == ["main_kernel"]
 

@@ -8,11 +8,10 @@ import pytest
 
 import jitflow
 from jitflow.formats import fatbin, library_blob
-from jitflow.runtime import load as loader
 
 
 def _cuda_payloads(path):
-    blob = library_blob.parse(loader.blob_of(path))
+    blob = library_blob.parse(library_blob.blob_of(path))
     assert blob.kinds() == ["_lib", "cuda"]
     return [library_blob.parse_cuda_payload(m.payload) for m in blob.modules if m.kind == "cuda"]
 

@@ -8,14 +8,13 @@ import pytest
 import jitflow
 from jitflow.errors import CompileError
 from jitflow.formats import fatbin, library_blob, ptx
-from jitflow.runtime import load as loader
 from jitflow.target.archs import portable_archs
 from jitflow.target.cuda_floor import CudaVersion, ptx_isa_for
 from jitflow.toolchain import nvrtc, ptx_floor
 
 
 def _fatbin_of(path):
-    blob = library_blob.parse(loader.blob_of(path))
+    blob = library_blob.parse(library_blob.blob_of(path))
     (payload,) = [library_blob.parse_cuda_payload(m.payload) for m in blob.modules if m.kind == "cuda"]
     assert payload.fmt == "fatbin"
     return payload.data
