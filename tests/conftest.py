@@ -5,7 +5,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -66,15 +68,26 @@ def zig_cache() -> Path:
     return location.folder(Path(configured) if configured else None)
 
 
+def use_cache(patch: pytest.MonkeyPatch, path: Path, zig_cache: Path) -> Path:
+    """Point jitflow (and subprocesses, through the environment) at cache `path`, with defaults."""
+    patch.setenv("JITFLOW_CACHE_DIR", str(path))
+    patch.setenv("JITFLOW_ZIG_CACHE_DIR", str(zig_cache))
+    patch.delenv("JITFLOW_CACHE", raising=False)
+    patch.delenv("JITFLOW_CUDA_COMPILER", raising=False)
+    return path
+
+
+@contextmanager
+def module_cache(tmp_path_factory, zig_cache: Path, name: str = "cache") -> Iterator[Path]:
+    """A private cache for the builds of a module-scoped fixture (built once, shared by its tests)."""
+    with pytest.MonkeyPatch.context() as patch:
+        yield use_cache(patch, tmp_path_factory.mktemp(name), zig_cache)
+
+
 @pytest.fixture
 def cache_dir(tmp_path, zig_cache, monkeypatch) -> Path:
     """A fresh jitflow cache for this test, also exported to subprocesses through the environment."""
-    path = tmp_path / "cache"
-    monkeypatch.setenv("JITFLOW_CACHE_DIR", str(path))
-    monkeypatch.setenv("JITFLOW_ZIG_CACHE_DIR", str(zig_cache))
-    monkeypatch.delenv("JITFLOW_CACHE", raising=False)
-    monkeypatch.delenv("JITFLOW_CUDA_COMPILER", raising=False)
-    return path
+    return use_cache(monkeypatch, tmp_path / "cache", zig_cache)
 
 
 #: a user id no account uses: the "other local user" of the security tests

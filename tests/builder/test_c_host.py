@@ -8,6 +8,7 @@ import c_host_kernels as K
 import numpy as np
 import pytest
 import tvm
+from conftest import module_cache
 from tvm.script import tirx as T
 
 import jitflow
@@ -19,10 +20,7 @@ from jitflow.formats import elf
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, zig_cache):
     """A private cache for this module's builds (each group is built once and shared by its cases)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("JITFLOW_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        patch.setenv("JITFLOW_ZIG_CACHE_DIR", str(zig_cache))
-        patch.delenv("JITFLOW_CACHE", raising=False)
+    with module_cache(tmp_path_factory, zig_cache):
         yield
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import kernels
 import pytest
 import tvm
+from conftest import module_cache
 from tvm.script import tirx as T
 
 import jitflow
@@ -107,12 +108,7 @@ def _lowered_host(mod, target="cuda"):
 @pytest.fixture(scope="module")
 def vecadd(tmp_path_factory, zig_cache):
     """vecadd split by 128, built once for sm_80 and sm_90, its report and its exported library."""
-    with pytest.MonkeyPatch.context() as mp:
-        cache = tmp_path_factory.mktemp("inspect-cache")
-        mp.setenv("JITFLOW_CACHE_DIR", str(cache))
-        mp.setenv("JITFLOW_ZIG_CACHE_DIR", str(zig_cache))
-        mp.delenv("JITFLOW_CACHE", raising=False)
-        mp.delenv("JITFLOW_CUDA_COMPILER", raising=False)
+    with module_cache(tmp_path_factory, zig_cache, "inspect-cache") as cache:
         exe = jitflow.compile(kernels.vecadd_cuda(1024, 128), "cuda", arch=["sm_80", "sm_90"])
         rep = exe.inspect()
         so = exe.export_library(tmp_path_factory.mktemp("exported") / "vecadd.so")

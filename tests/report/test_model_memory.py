@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import models
 import numpy as np
 import pytest
+from conftest import module_cache
 from tvm.script import ir as I
 from tvm.script import relax as R
 
@@ -43,11 +44,7 @@ def _bytecode(library):
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, zig_cache):
     """The MLP and the convnet for CUDA, the MLP and convnet for "c", a symbolic model for both: reports."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JITFLOW_CACHE_DIR", str(tmp_path_factory.mktemp("model-cache")))
-        mp.setenv("JITFLOW_ZIG_CACHE_DIR", str(zig_cache))
-        mp.delenv("JITFLOW_CACHE", raising=False)
-        mp.delenv("JITFLOW_CUDA_COMPILER", raising=False)
+    with module_cache(tmp_path_factory, zig_cache, "model-cache"):
         exes = {
             "mlp_cuda": jitflow.compile(models.mlp(), "cuda", arch="sm_90"),
             "conv_cuda": jitflow.compile(models.convnet(), "cuda", arch="sm_90"),

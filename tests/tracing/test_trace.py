@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import models
 import pytest
-from conftest import run_python
+from conftest import module_cache, run_python
 
 import jitflow
 from jitflow.errors import InvalidInputError, JitflowError
@@ -124,10 +124,7 @@ class FakeSource:
 @pytest.fixture(scope="module")
 def mlp_report(tmp_path_factory, zig_cache):
     """The report of the MLP built for sm_90 (no GPU needed to build it)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("JITFLOW_CACHE_DIR", str(tmp_path_factory.mktemp("trace-cache")))
-        mp.setenv("JITFLOW_ZIG_CACHE_DIR", str(zig_cache))
-        mp.delenv("JITFLOW_CACHE", raising=False)
+    with module_cache(tmp_path_factory, zig_cache, "trace-cache"):
         yield jitflow.compile(models.mlp(), "cuda", arch="sm_90").inspect()
 
 
