@@ -24,6 +24,18 @@ HIT_WITHOUT_COMPILER = """
 """
 
 
+#: a process that builds or loads axpb(scale) on the CPU, checks it against numpy, prints the outcome
+AXPB_RUN = """
+    import numpy as np, tvm, jitflow, kernels
+    exe = jitflow.compile(kernels.axpb({scale}), "c")
+    a = np.arange(64, dtype="float32")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe["main"](tvm.runtime.tensor(a), c)
+    np.testing.assert_allclose(c.numpy(), a * {scale} + 1)
+    print(exe.build_info.outcome)
+"""
+
+
 def _entry(cache_dir, key):
     return cache_dir / "v1" / "entries" / key[:2] / key
 
@@ -58,16 +70,7 @@ def _corrupt_and_rebuild(cache_dir, damage):
     exe = jitflow.compile(kernels.axpb(9.0), "c")
     exe.jit()
     damage(_entry(cache_dir, exe.key))
-    proc = run_python("""
-        import numpy as np, tvm, jitflow, kernels
-        exe = jitflow.compile(kernels.axpb(9.0), "c")
-        a = np.arange(64, dtype="float32")
-        c = tvm.runtime.tensor(np.zeros(64, "float32"))
-        exe["main"](tvm.runtime.tensor(a), c)
-        np.testing.assert_allclose(c.numpy(), a * 9 + 1)
-        print(exe.build_info.outcome)
-    """)
-    assert proc.stdout.split() == ["built"]
+    assert run_python(AXPB_RUN.format(scale=9.0)).stdout.split() == ["built"]
     # and the rebuilt entry is a hit for the next process
     assert run_python(HIT_WITHOUT_COMPILER.replace("7.0", "9.0").replace("* 7", "* 9")).stdout.split()[0] == "hit"
 
@@ -97,16 +100,7 @@ def test_missing_metadata_is_rebuilt(cache_dir):
 
 
 def test_racing_processes_build_once(cache_dir):
-    code = """
-        import numpy as np, tvm, jitflow, kernels
-        exe = jitflow.compile(kernels.axpb(11.0), "c")
-        a = np.arange(64, dtype="float32")
-        c = tvm.runtime.tensor(np.zeros(64, "float32"))
-        exe["main"](tvm.runtime.tensor(a), c)
-        np.testing.assert_allclose(c.numpy(), a * 11 + 1)
-        print(exe.build_info.outcome)
-    """
-    procs = [start_python(code) for _ in range(4)]
+    procs = [start_python(AXPB_RUN.format(scale=11.0)) for _ in range(4)]
     outcomes = []
     for p in procs:
         out, err = p.communicate(timeout=300)
