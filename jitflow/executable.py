@@ -80,9 +80,10 @@ class Executable:
 
     def _obtain(self) -> tuple[LibraryFile, dict[str, Any]]:
         """The verified library, held open (close it), and its metadata."""
+        fresh = self._key is None        # taken now, from the module as it is now
         key = self.key
         library, meta, info = pipeline.obtain(key, self._key[1], self._mod, self.target, self.settings,
-                                              self.options)
+                                              self.options, key_is_fresh=fresh)
         self.build_info = info
         self._meta = meta
         return library, meta

@@ -32,12 +32,17 @@ log = logging.getLogger("jitflow")
 
 
 def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
-           options: dict[str, Any]) -> tuple[LibraryFile, dict[str, Any], BuildInfo]:
-    """The verified library for `key`: from the cache, or built (once, under the key's lock) and stored."""
+           options: dict[str, Any], key_is_fresh: bool = False) -> tuple[LibraryFile, dict[str, Any], BuildInfo]:
+    """The verified library for `key`: from the cache, or built (once, under the key's lock) and stored.
+
+    key_is_fresh: the key was taken from `mod` just now, so a build need not take it again to check
+    that the module has not changed since (a model's weights take tens of milliseconds to hash).
+    """
     start = time.perf_counter()
     info = BuildInfo(key=key, outcome="hit")
+    recheck = not key_is_fresh
     if not settings.cache_enabled:
-        library, meta = _build_uncached(key, inputs, mod, spec, settings, options, info)
+        library, meta = _build_uncached(key, inputs, mod, spec, settings, options, info, recheck)
         info.outcome, info.total, info.library = "built", time.perf_counter() - start, library.path
         log.info("jitflow: %s (cache disabled)", info)
         return library, meta, info
@@ -59,7 +64,7 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
                 info.outcome = "shared" if found else info.outcome
             if found is None:
                 info.outcome = "built"
-                found = _build_and_store(cache, key, inputs, mod, spec, settings, options, info)
+                found = _build_and_store(cache, key, inputs, mod, spec, settings, options, info, recheck)
                 shared.share()
         if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
             admin.prune(cache, max_size=settings.cache_max_size, keep=key)
@@ -69,12 +74,12 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
 
 
 def _build_uncached(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
-                    options: dict[str, Any], info: BuildInfo) -> tuple[LibraryFile, dict[str, Any]]:
+                    options: dict[str, Any], info: BuildInfo, recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
     """Build in a private temporary folder, removed on failure (its sources kept for the error)."""
     folder = Path(tempfile.mkdtemp(prefix="jitflow-"))
     try:
         with _progress(key, spec, settings) as progress:
-            meta = _build(folder, mod, inputs, spec, settings, options, info, progress)
+            meta = _build(folder, mod, inputs, spec, settings, options, info, progress, recheck)
         return LibraryFile.open(folder / LIBRARY), dict(_with_inputs(meta, inputs), key=key)
     except BaseException as exc:
         try:
@@ -86,12 +91,12 @@ def _build_uncached(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec
 
 
 def _build_and_store(cache: Cache, key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
-                     options: dict[str, Any], info: BuildInfo) -> tuple[LibraryFile, dict[str, Any]]:
+                     options: dict[str, Any], info: BuildInfo, recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
     """Build into a staging folder and publish it; a full disk is a CacheError that leaves nothing."""
     try:
         with cache.staging(key) as folder, _progress(key, spec, settings) as progress:
             try:
-                meta = _build(folder, mod, inputs, spec, settings, options, info, progress)
+                meta = _build(folder, mod, inputs, spec, settings, options, info, progress, recheck)
             except CompileError as exc:
                 if _out_of_space(cache.root):
                     raise
@@ -109,10 +114,10 @@ def _build_and_store(cache: Cache, key: str, inputs: dict[str, Any], mod: Any, s
 
 
 def _build(folder: Path, mod: Any, inputs: dict[str, Any], spec: TargetSpec, settings: Settings,
-           options: dict[str, Any], info: BuildInfo, progress: Progress) -> dict[str, Any]:
-    """build_into, after checking that the module is still the one the key was taken from (a tensor
-    bound in it and changed in place would otherwise be built under the old key)."""
-    if ir_sha256(module_text(mod)) != inputs.get("ir_sha256"):
+           options: dict[str, Any], info: BuildInfo, progress: Progress, recheck: bool) -> dict[str, Any]:
+    """build_into, after checking (with `recheck`) that the module is still the one the key was taken
+    from (a tensor bound in it and changed in place would otherwise be built under the old key)."""
+    if recheck and ir_sha256(module_text(mod)) != inputs.get("ir_sha256"):
         raise InvalidInputError("the module changed after its cache key was taken (a tensor bound in it was "
                                 "modified in place?); call jitflow.compile() again with the changed module")
     return build_into(folder, mod, spec, settings, options, info.stages, progress)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Sequence
 
 from ..formats import library_blob
 
@@ -21,23 +22,26 @@ def _shdr(name: int, kind: int, flags: int, offset: int, size: int, link: int = 
     return struct.pack("<IIQQQQIIQQ", name, kind, flags, 0, offset, size, link, info, align, entsize)
 
 
-def write(blob: bytes, path: Path, host: str) -> Path:
-    """Write `blob` as an ELF64 little-endian relocatable object for `host` at `path`."""
+def write(blob: bytes | Sequence[bytes | memoryview], path: Path, host: str) -> Path:
+    """Write `blob` (its bytes, or consecutive pieces of them) as an ELF64 little-endian relocatable
+    object for `host` at `path`."""
+    pieces = [blob] if isinstance(blob, bytes) else list(blob)
+    size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in pieces)
     symbol = library_blob.SYMBOL.encode()
     shstrtab = b"\0" + _SECTION + b"\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0"
     names = {n: shstrtab.index(b"\0" + n + b"\0") + 1 for n in
              (_SECTION, b".note.GNU-stack", b".symtab", b".strtab", b".shstrtab")}
     strtab = b"\0" + symbol + b"\0"
     # symbols: the null symbol, then the blob (global object, section 1, offset 0)
-    symtab = bytes(24) + struct.pack("<IBBHQQ", 1, (1 << 4) | 1, 0, 1, 0, len(blob))
+    symtab = bytes(24) + struct.pack("<IBBHQQ", 1, (1 << 4) | 1, 0, 1, 0, size)
     data_at = 64
-    pad = -(data_at + len(blob)) % 8
-    symtab_at = data_at + len(blob) + pad
+    pad = -(data_at + size) % 8
+    symtab_at = data_at + size + pad
     strtab_at = symtab_at + len(symtab)
     shstrtab_at = strtab_at + len(strtab)
     headers_at = shstrtab_at + len(shstrtab) + (-(shstrtab_at + len(shstrtab)) % 8)
     sections = [bytes(64),
-                _shdr(names[_SECTION], 1, 0x2, data_at, len(blob), align=_ALIGN),           # PROGBITS, ALLOC
+                _shdr(names[_SECTION], 1, 0x2, data_at, size, align=_ALIGN),               # PROGBITS, ALLOC
                 _shdr(names[b".note.GNU-stack"], 1, 0, data_at, 0),                         # no executable stack
                 _shdr(names[b".symtab"], 2, 0, symtab_at, len(symtab), link=4, info=1, align=8, entsize=24),
                 _shdr(names[b".strtab"], 3, 0, strtab_at, len(strtab)),
@@ -47,7 +51,8 @@ def write(blob: bytes, path: Path, host: str) -> Path:
                                  64, len(sections), 5)
     with open(path, "wb") as f:
         f.write(header)
-        f.write(blob)
+        for piece in pieces:
+            f.write(piece)
         f.write(bytes(pad))
         f.write(symtab + strtab + shstrtab)
         f.write(bytes(headers_at - (shstrtab_at + len(shstrtab))))

@@ -86,11 +86,13 @@ def _c_vector(dtype: str) -> str:
 def module_helpers(source: str) -> str:
     """Definitions of the module-specific helpers the C source calls (conversions, static handles)."""
     out = []
-    for dst, src in sorted(set(_CONVERT_RE.findall(source))):
+    converts = _CONVERT_RE.findall(source) if CONVERT_PREFIX in source else []   # a search is far cheaper
+    handles = _HANDLE_RE.findall(source) if STATIC_HANDLE_PREFIX in source else []
+    for dst, src in sorted(set(converts)):
         cdst, csrc = _c_vector(dst), _c_vector(src)
         out.append(f"static inline {cdst} {convert_helper(dst, src)}({csrc} v) "
                    f"{{ return __builtin_convertvector(v, {cdst}); }}")
-    for n in sorted({int(n) for n in _HANDLE_RE.findall(source)}):
+    for n in sorted({int(n) for n in handles}):
         out.append(f"static void* {STATIC_HANDLE_PREFIX}slot_{n} = (void*)0;")
         out.append(f"static inline void* {STATIC_HANDLE_PREFIX}{n}(void) {{ return &{STATIC_HANDLE_PREFIX}slot_{n}; }}")
     return "\n".join(out) + ("\n" if out else "")

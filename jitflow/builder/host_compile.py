@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -57,14 +57,24 @@ class HostCompile:
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
         jobs = jobs or usable_cores()
-        texts = split_c.split(text, piece_count(len(text), jobs) if pieces is None else pieces)
-        self.pieces = [source] if len(texts) == 1 else self._write_pieces(texts)
+        self.pieces: list[Path] = [source]
         self.done = 0
         self._lock = threading.Lock()
         self._cancelled = False
         self._running: set[zig.Job] = set()
-        self._pool = ThreadPoolExecutor(max_workers=min(jobs, len(self.pieces)), thread_name_prefix="jitflow-zig")
-        self._futures = [self._pool.submit(self._compile, piece) for piece in self.pieces]
+        self._futures: list[Future[Path]] = []
+        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="jitflow-zig")
+        # the split runs beside the caller (which packs the weights meanwhile), then the pieces compile
+        count = piece_count(len(text), jobs) if pieces is None else pieces
+        self._started = self._pool.submit(self._start, text, count)
+
+    def _start(self, text: str, count: int) -> None:
+        texts = split_c.split(text, count)
+        pieces = [self.source] if len(texts) == 1 else self._write_pieces(texts)
+        with self._lock:
+            self.pieces = pieces
+            if not self._cancelled:
+                self._futures = [self._pool.submit(self._compile, piece) for piece in pieces]
         self._report()
 
     def _write_pieces(self, pieces: list[str]) -> list[Path]:
@@ -104,6 +114,7 @@ class HostCompile:
     def wait(self) -> list[Path]:
         """The objects, once all are compiled; CompileError (with the whole file's log) on failure."""
         try:
+            self._started.result()
             try:
                 objects = [f.result() for f in self._futures]
             except CompileError as exc:
@@ -125,8 +136,12 @@ class HostCompile:
         with self._lock:
             self._cancelled = True
             running = list(self._running)
-        for f in self._futures:
+            futures = list(self._futures)
+        for f in [self._started, *futures]:
             f.cancel()
         for job in running:
             job.kill()                  # their threads reap them
         self._pool.shutdown(wait=True)
+        for piece in self.pieces:
+            if piece != self.source:
+                piece.unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
 from ..target import TargetSpec
-from . import pass_context
+from . import pass_context, vm_blob
 from .host_c import host_source
 from .host_codegen import legalized_c_host
 from .prepare import check_thread_binding, is_relax
@@ -53,7 +53,7 @@ class Lowered:
     blob: LibraryBlob | None
     devices: list[DeviceSource] = field(default_factory=list)
     vm_functions: list[str] | None = None
-    blob_bytes: bytes | None = None          # the blob as TVM packed it
+    blob_bytes: bytes | None = None          # the blob as TVM packed it (None: laid out by vm_blob.py)
     pending: Callable[[Lowered], None] | None = field(default=None, repr=False)
 
     def finish(self) -> Lowered:
@@ -62,6 +62,12 @@ class Lowered:
             pending, self.pending = self.pending, None
             pending(self)
         return self
+
+    def blob_pieces(self) -> list[bytes | memoryview]:
+        """The serialized blob as consecutive pieces (for blob_object.write)."""
+        if self.blob_bytes is not None:
+            return [self.blob_bytes]
+        return library_blob.chunks(self.blob) if self.blob is not None else []
 
     @property
     def is_vm(self) -> bool:
@@ -183,7 +189,9 @@ def _lowered_vm(root: Any, with_devices: bool) -> Lowered:
         raise LoweringError(f"the VM executable imports {len(hosts)} C host modules; jitflow builds one")
 
     def pack(lowered: Lowered) -> None:
-        blob, raw = _pack(root)
+        blob, raw = vm_blob.vm_blob(root), None      # the usual CPU tree, without TVM's packing copies
+        if blob is None:
+            blob, raw = _pack(root)
         payload = vm_program.payload_of(blob)
         if payload is None:
             raise LibraryFormatError("the packed VM executable has no relax.VMExecutable module")

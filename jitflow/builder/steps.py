@@ -81,7 +81,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         data = []
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
-                blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_bytes
+                blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_pieces()
                 data.append(blob_object.write(blob, folder / "blob.o", spec.host))
         host.on_progress = clock.show
         clock.show(host.describe())

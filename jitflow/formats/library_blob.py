@@ -21,12 +21,14 @@ _MAX_COUNT = 1 << 24
 
 
 class _Reader:
-    def __init__(self, data: bytes, what: str) -> None:
+    """Reads from bytes, or from a memoryview without copying what it takes."""
+
+    def __init__(self, data: bytes | memoryview, what: str) -> None:
         self.data = data
         self.pos = 0
         self.what = what
 
-    def take(self, n: int) -> bytes:
+    def take(self, n: int) -> bytes | memoryview:
         if n < 0 or self.pos + n > len(self.data):
             raise LibraryFormatError(
                 f"{self.what}: truncated (needs {n} bytes at offset {self.pos}, has {len(self.data) - self.pos})")
@@ -43,13 +45,16 @@ class _Reader:
             raise LibraryFormatError(f"{self.what}: implausible count {n} at offset {self.pos - 8}")
         return n
 
-    def string(self) -> bytes:
+    def string(self) -> bytes | memoryview:
         return self.take(self.u64())
+
+    def skip(self, n: int) -> None:
+        self.take(n)
 
     def text(self) -> str:
         raw = self.string()
         try:
-            return raw.decode("utf-8")
+            return str(raw, "utf-8")
         except UnicodeDecodeError:
             raise LibraryFormatError(f"{self.what}: a name is not valid UTF-8") from None
 
@@ -71,7 +76,7 @@ class BlobModule:
     """One module of the import tree: its kind and (except for "_lib") its serialized payload."""
 
     kind: str
-    payload: bytes | None = None
+    payload: bytes | memoryview | None = None   # a view: bytes held elsewhere (vm_blob.py)
 
 
 @dataclass
@@ -112,14 +117,24 @@ def parse(data: bytes) -> LibraryBlob:
 
 def serialize(blob: LibraryBlob) -> bytes:
     """The inverse of parse: bytes ready to embed as the library blob symbol."""
-    parts = [_u64(len(blob.row_ptr))] + [_u64(v) for v in blob.row_ptr]
-    parts += [_u64(len(blob.child_indices))] + [_u64(v) for v in blob.child_indices]
+    return b"".join(chunks(blob))
+
+
+def chunks(blob: LibraryBlob) -> list[bytes | memoryview]:
+    """The serialized blob as consecutive pieces, payloads as given (a large one is never copied)."""
+    parts: list[bytes | memoryview] = []
+    small = [_u64(len(blob.row_ptr))] + [_u64(v) for v in blob.row_ptr]
+    small += [_u64(len(blob.child_indices))] + [_u64(v) for v in blob.child_indices]
     for m in blob.modules:
-        parts.append(_string(m.kind))
+        small.append(_string(m.kind))
         if m.kind != "_lib":
-            parts.append(_string(m.payload or b""))
-    body = b"".join(parts)
-    return _u64(len(body)) + body
+            payload = m.payload if m.payload is not None else b""
+            small.append(_u64(len(payload) if isinstance(payload, bytes) else payload.nbytes))
+            parts += [b"".join(small), payload]
+            small = []
+    parts.append(b"".join(small))
+    body = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
+    return [_u64(body), *(p for p in parts if len(p))]
 
 
 @dataclass

@@ -144,7 +144,7 @@ def _tensor(r: _Reader) -> TensorConstant:
     dtype = _dtype(r)
     shape = tuple(struct.unpack(f"<{ndim}q", r.take(8 * ndim)))
     nbytes = _i64(r)
-    r.take(nbytes)
+    r.skip(nbytes)
     return TensorConstant(dtype, shape, nbytes)
 
 
@@ -199,9 +199,9 @@ def _instructions(offsets: list[int], words: list[int]) -> list[Instruction]:
     return out
 
 
-def parse(data: bytes) -> VMProgram:
-    """Decode the bytes of a "relax.VMExecutable" module."""
-    r = _Reader(bytes(data), "VM executable")
+def parse(data: bytes | memoryview) -> VMProgram:
+    """Decode the bytes of a "relax.VMExecutable" module (a memoryview is read without copying)."""
+    r = _Reader(data if isinstance(data, memoryview) else bytes(data), "VM executable")
     magic = r.u64()
     if magic not in (_MAGIC_V1, _MAGIC_V2):
         raise LibraryFormatError(f"VM executable: bad magic number {magic:#x}")

@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..formats import elf
 from ..logs import warn_once
 from . import builtins_c, zig
 
@@ -141,20 +142,23 @@ def compiler_rt_symbols() -> frozenset[str]:
 
 
 def undefined_symbols(objects: Iterable[Path]) -> set[str]:
-    """Symbols the relocatable objects use but do not define."""
-    from elftools.elf.elffile import ELFFile
-
-    found: set[str] = set()
+    """Symbols the relocatable objects use and none of them defines."""
+    defined: set[str] = set()
+    undefined: set[str] = set()
     for path in objects:
-        with open(path, "rb") as f:
-            symtab = ELFFile(f).get_section_by_name(".symtab")
-            if symtab is not None:
-                found.update(s.name for s in symtab.iter_symbols()
-                             if s.name and s["st_shndx"] == "SHN_UNDEF")
-    return found
+        found = elf.symbol_names(path.read_bytes())
+        defined |= found[0]
+        undefined |= found[1]
+    return undefined - defined
 
 
 def needed_builtins(objects: Iterable[Path]) -> tuple[set[str], set[str]]:
-    """The compiler-rt builtins the objects use: (those the builtins archive provides, the others)."""
-    used = undefined_symbols(objects) & (compiler_rt_symbols() | builtins_c.PROVIDES)
-    return used & builtins_c.PROVIDES, used - builtins_c.PROVIDES
+    """The compiler-rt builtins the objects use: (those the builtins archive provides, the others).
+
+    zig's compiler-rt sources are read only when some `__` name is left that the archive does not
+    provide: TVM's C seldom has one, and reading them costs tens of milliseconds.
+    """
+    undefined = undefined_symbols(objects)
+    provided = undefined & builtins_c.PROVIDES
+    others = {n for n in undefined - provided if n.startswith("__") and not _LIBC_NAMES.fullmatch(n)}
+    return provided, (others & compiler_rt_symbols() if others else set())

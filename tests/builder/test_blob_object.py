@@ -21,3 +21,10 @@ def test_the_object_holds_the_bytes_under_the_symbol(tmp_path, host, machine):
         assert (symbol["st_info"]["bind"], symbol["st_info"]["type"]) == ("STB_GLOBAL", "STT_OBJECT")
         assert (symbol["st_value"], symbol["st_size"]) == (0, len(blob))
         assert elf.get_section(symbol["st_shndx"]).name == ".rodata.tvm_ffi_library_bin"
+
+
+def test_pieces_write_the_same_object_as_the_whole(tmp_path):
+    pieces = [b"head", memoryview(bytes(range(256)) * 97), b"", b"tail, odd length"]
+    whole = blob_object.write(b"".join(bytes(p) for p in pieces), tmp_path / "whole.o", "x86_64-linux-gnu")
+    split = blob_object.write(pieces, tmp_path / "split.o", "x86_64-linux-gnu")
+    assert split.read_bytes() == whole.read_bytes()

@@ -104,8 +104,8 @@ def test_host_compile_falls_back_to_the_whole_file(tmp_path, zig_cache):
     source.write_text(text)
     assert len(split_c.split(text, 3)) == 3
     compile_ = HostCompile(source, text, tmp_path, [], HOST, zig_cache, tmp_path / "zig-local", pieces=3)
-    assert len(compile_.pieces) > 1
     objects = compile_.wait()
+    assert len(compile_.pieces) > 1           # it was split, and the pieces failed
     assert [o.name for o in objects] == ["host.o"]
     link.link_shared(objects, tmp_path / "lib.so", HOST, zig_cache, tmp_path)
     assert ctypes.CDLL(str(tmp_path / "lib.so")).f5() == 47

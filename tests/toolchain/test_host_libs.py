@@ -144,6 +144,24 @@ def test_other_builtins_bring_in_zigs_compiler_runtime(tmp_path, zig_cache):
     assert elf_info.read(out).needed == ["libc.so.6", "libm.so.6"]
 
 
+def test_symbols_read_like_a_general_elf_reader_and_across_objects(tmp_path, zig_cache):
+    from elftools.elf.elffile import ELFFile
+
+    from jitflow.formats import elf
+
+    user = "float __helper_b(float);\nfloat expf(float);\nfloat user(float x) { return expf(__helper_b(x)); }\n"
+    helper = "float __helper_b(float x) { return x * 2.0f; }\n_Float16 h(float x) { return x; }\n"
+    objects = _objects(tmp_path, zig_cache, a=user, b=helper)
+    for path in objects:
+        with open(path, "rb") as f:
+            symbols = [s for s in ELFFile(f).get_section_by_name(".symtab").iter_symbols() if s.name]
+        expected = ({s.name for s in symbols if s["st_shndx"] != "SHN_UNDEF"},
+                    {s.name for s in symbols if s["st_shndx"] == "SHN_UNDEF"})
+        assert elf.symbol_names(path.read_bytes()) == expected
+    assert host_libs.undefined_symbols(objects) == {"expf", "__truncsfhf2"}   # __helper_b: defined in b.o
+    assert host_libs.needed_builtins(objects) == ({"__truncsfhf2"}, set())
+
+
 def test_compiler_runtime_names_come_from_zigs_sources():
     names = host_libs.compiler_rt_symbols()
     assert {"__divti3", "__extendhfsf2", "__truncsfhf2", "__popcountdi2"} <= names
