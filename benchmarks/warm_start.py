@@ -1,6 +1,6 @@
 """Fresh-process time to a callable function: jitflow hit, jitflow miss, and TVM's own path.
 
-    python benchmarks/warm_start.py [--target c|cuda] [--arch sm_90] [--runs 5] [--model vecadd|mlp]
+    python benchmarks/warm_start.py [--target c|cuda] [--arch sm_90] [--runs 5] [--model vecadd|mlp] [--profile]
 
 --model mlp builds a Relax MLP (784-512-10, float32, batch 32, weights bound in the module) and
 times a callable VM function: jitflow.compile(...).vm()["main"] against tvm.compile(...) +
@@ -8,6 +8,8 @@ tvm.relax.VirtualMachine(...)["main"].
 
 Each figure is the median over fresh interpreters. 'to callable' starts after the imports and
 the module's construction (what jitflow can change); 'process' is the whole interpreter run.
+--profile prints a cProfile of the timed span of the first hit process (on stderr; timings with it
+are not comparable).
 """
 from __future__ import annotations
 
@@ -35,6 +37,11 @@ t_mod = time.perf_counter()
 if {target!r} == "cuda":   # the CUDA context costs every path the same; create it before timing
     jitflow.runtime.load.ensure_cuda_backend()
     tvm.runtime.empty((1,), "float32", tvm.cuda(0))
+__import__("gc").collect()   # the imports' garbage (torch's, TVM's): collected here, not in a timed span
+if {profile!r}:
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
 t2 = time.perf_counter()
 if {mode!r} == "tvm":
     target = {tvm_target}
@@ -45,6 +52,10 @@ else:
     f = exe.vm({device})["main"] if {vm!r} else exe["main"]
     assert exe.build_info.outcome == ("hit" if {mode!r} == "hit" else "built"), exe.build_info
 t3 = time.perf_counter()
+if {profile!r}:
+    import pstats
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
 print(json.dumps({{"imports": t1 - t0, "module": t_mod - t1, "device": t2 - t_mod, "callable": t3 - t2}})
       if (json := __import__("json")) else "")
 """
@@ -54,7 +65,7 @@ MODELS = {"vecadd": "vector add 1024", "mlp": "Relax MLP 784-512-10 (batch 32)"}
 
 
 def run_child(mode: str, target: str, arch: str | None, env: dict[str, str],
-              model: str = "vecadd") -> dict[str, float]:
+              model: str = "vecadd", profile: bool = False) -> dict[str, float]:
     if target == "cuda":
         make = "kernels.vecadd_cuda()"
         tvm_target = f"tvm.target.Target({{'kind': 'cuda', 'arch': {arch!r}}})"
@@ -66,8 +77,8 @@ def run_child(mode: str, target: str, arch: str | None, env: dict[str, str],
     if model == "mlp":
         make = "models.mlp(batch=32, d_in=784, hidden=512, d_out=10)"
     code = CHILD.format(paths=[str(ROOT), str(ROOT / "tests")], make=make, mode=mode, target=target,
-                        arch=arch, tvm_target=tvm_target, device=device, vm=model == "mlp")
-    return fresh_process.run(code, env, mode)
+                        arch=arch, tvm_target=tvm_target, device=device, vm=model == "mlp", profile=profile)
+    return fresh_process.run(code, env, mode, show_stderr=profile)
 
 
 def main() -> None:
@@ -76,6 +87,7 @@ def main() -> None:
     parser.add_argument("--arch", default=None, help="CUDA arch (default: sm_90)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--model", default="vecadd", choices=sorted(MODELS))
+    parser.add_argument("--profile", action="store_true", help="cProfile the first hit (stderr)")
     args = parser.parse_args()
     arch = (args.arch or "sm_90") if args.target == "cuda" else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +100,8 @@ def main() -> None:
         hit_env = dict(env, JITFLOW_CACHE_DIR=str(Path(tmp) / "hit"))
         run_child("miss", args.target, arch, hit_env, args.model)
         for i in range(args.runs):
-            results["jitflow hit"].append(run_child("hit", args.target, arch, hit_env, args.model))
+            results["jitflow hit"].append(run_child("hit", args.target, arch, hit_env, args.model,
+                                                    profile=args.profile and i == 0))
             miss_env = dict(env, JITFLOW_CACHE_DIR=str(Path(tmp) / f"miss{i}"))
             results["jitflow miss"].append(run_child("miss", args.target, arch, miss_env, args.model))
             results[tvm_name].append(run_child("tvm", args.target, arch, env, args.model))

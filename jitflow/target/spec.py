@@ -148,11 +148,17 @@ def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> Ta
 
 
 def _canonical_config(config: dict[str, Any]) -> dict[str, Any]:
-    """TVM's full form of a target config, so that equivalent spellings compare equal."""
+    """TVM's full form of a target config, so that equivalent spellings compare equal.
+
+    The config goes to TVM as a tvm_ffi.Map: a plain dict passes through tvm_ffi.convert, whose
+    isinstance check against numbers.Number walks every registered number type once per process
+    (some 500 checks where torch is imported), on every cache hit's path.
+    """
     import tvm
+    import tvm_ffi
 
     try:
-        full = _plain(tvm.target.Target(config).export())
+        full = _plain(tvm.target.Target(tvm_ffi.Map(config)).export())
     except Exception as exc:
         raise TargetError(f"TVM rejects the target {config}: {exc}") from None
     full.pop("host", None)
