@@ -15,7 +15,8 @@ def test_the_canonical_config_is_tvms_export():
     expected.pop("host", None)
     assert spec.config["arch"] == "sm_80" and spec.config["max_num_threads"] == 512
     assert set(spec.config) == set(expected)
-    assert resolve_target("cuda", arch="sm_80").canonical() == resolve_target({"kind": "cuda"}, arch="sm_80").canonical()
+    plain, spelled = resolve_target("cuda", arch="sm_80"), resolve_target({"kind": "cuda"}, arch="sm_80")
+    assert plain.canonical() == spelled.canonical()
 
 
 def test_resolving_a_target_walks_no_abstract_base_class(monkeypatch):
@@ -29,7 +30,8 @@ def test_resolving_a_target_walks_no_abstract_base_class(monkeypatch):
     Fresh.register(type("Registered", (), {}))   # any registration invalidates every ABC's negative cache
     walks = []
     original = abc.ABCMeta.__subclasscheck__
-    monkeypatch.setattr(abc.ABCMeta, "__subclasscheck__", lambda cls, sub: walks.append((cls, sub)) or original(cls, sub))
+    monkeypatch.setattr(abc.ABCMeta, "__subclasscheck__",
+                        lambda cls, sub: walks.append((cls, sub)) or original(cls, sub))
     jitflow.compile(_vecadd(), "cuda", arch="sm_90")
     assert not [(cls, sub) for cls, sub in walks if cls is numbers.Number and sub is dict]
 
