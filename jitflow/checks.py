@@ -67,6 +67,13 @@ def _cuda_compilers() -> list[Check]:
         out.append(Check("nvfatbin", True, f"{major}.{minor}"))
     except Exception as exc:  # noqa: BLE001
         out.append(Check("NVRTC/nvfatbin", False, f"not loadable: {exc}", "pip install 'jitflow[cuda]'"))
+    from .toolchain import nvjitlink
+
+    if nvjitlink.available():
+        out.append(Check("nvJitLink", True, nvjitlink.version()))
+    else:
+        out.append(Check("nvJitLink", False, "not loadable (it proves a library's PTX valid for its CUDA floor)",
+                         nvjitlink.INSTALL_HINT))
     try:
         out.append(Check("CUDA headers (CCCL)", True, nvrtc_wheels.include_dirs()[-1]))
     except JitflowError as exc:
@@ -124,9 +131,15 @@ def _cache(cache_dir: Path) -> list[Check]:
         cache_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=cache_dir):
             pass
-        return [Check("cache directory", True, f"{cache_dir} (writable)")]
     except OSError as exc:
         return [Check("cache directory", False, f"{cache_dir}: {exc.strerror}", fix)]
+    from .cache import trust
+
+    untrusted = trust.folder_problem(cache_dir)
+    if untrusted:   # jitflow refuses to load libraries from it (docs/reliability.md)
+        return [Check("cache directory", False, f"not trusted: {untrusted}",
+                      "set JITFLOW_CACHE_DIR to a folder only you can write, or fix its permissions")]
+    return [Check("cache directory", True, f"{cache_dir} (writable, private)")]
 
 
 def run_checks(cuda: bool = True) -> list[Check]:

@@ -116,6 +116,17 @@ def test_a_cache_folder_that_is_a_file_fails_info_doctor_and_ls(tmp_path, zig_ca
     assert below.returncode == 3 and no_traceback(below) and "is a file, not a folder" in below.stderr
 
 
+def test_doctor_fails_on_a_cache_folder_others_can_write(tmp_path, zig_cache):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    doctor = jf("doctor", "--cpu", env=cache_env(shared, zig_cache))
+    assert doctor.returncode == 1
+    assert f"[!!] cache directory: not trusted: {shared} is writable by group or others" in doctor.stdout
+    shared.chmod(0o700)
+    assert jf("doctor", "--cpu", env=cache_env(shared, zig_cache)).returncode == 0
+
+
 def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):
     env, cache, (x86, arm) = scratch
     _age(cache, x86, 40 * 86400)
