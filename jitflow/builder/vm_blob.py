@@ -35,7 +35,7 @@ def executable_bytes(root: Any) -> memoryview | None:
     if not hasattr(os, "memfd_create"):
         return None
     try:
-        fd = os.memfd_create("jitflow-vm", 0)
+        fd = os.memfd_create("jitflow-vm")   # close-on-exec: zig processes start meanwhile
     except OSError:
         return None
     try:
@@ -60,7 +60,7 @@ def vm_blob(root: Any) -> LibraryBlob | None:
     if not _simple_tree(root):
         return None
     payload = executable_bytes(root)
-    if payload is None:
-        return None
+    if payload is None or not vm_program.is_vm_executable(payload[:8].tobytes()):
+        return None   # not bytes this module knows how to lay out: TVM packs them
     return LibraryBlob(row_ptr=[0, 1, 1], child_indices=[1],
                        modules=[BlobModule(vm_program.KIND, payload), BlobModule("_lib")])

@@ -43,13 +43,18 @@ class _Module:
         if self.fail:
             raise RuntimeError("cannot write")
         with open(path, "wb") as f:
-            f.write(b"executable bytes")
+            f.write(self.data)
+
+    data = (0xD225DE2F4214151E).to_bytes(8, "little") + b"executable bytes"
 
 
 def test_other_trees_and_failures_fall_back_to_tvm_packing():
     c = _Module("c")
-    assert vm_blob.vm_blob(_Module(vm_format.KIND, [c])).modules[0].payload.tobytes() == b"executable bytes"
+    assert vm_blob.vm_blob(_Module(vm_format.KIND, [c])).modules[0].payload.tobytes() == _Module.data
     assert vm_blob.vm_blob(_Module(vm_format.KIND, [c, _Module("cuda")])) is None        # a device module
     assert vm_blob.vm_blob(_Module(vm_format.KIND, [_Module("c", [_Module("cuda")])])) is None
     assert vm_blob.vm_blob(_Module("c")) is None                                          # not a VM
     assert vm_blob.vm_blob(_Module(vm_format.KIND, [c], fail=True)) is None              # TVM failed to write
+    other = _Module(vm_format.KIND, [c])
+    other.data = b"not an executable this module knows"
+    assert vm_blob.vm_blob(other) is None                                                 # another format
