@@ -26,7 +26,7 @@ def write(blob: bytes | Sequence[bytes | memoryview], path: Path, host: str) -> 
     """Write `blob` (its bytes, or consecutive pieces of them) as an ELF64 little-endian relocatable
     object for `host` at `path`."""
     pieces = [blob] if isinstance(blob, bytes) else list(blob)
-    size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in pieces)
+    size = sum(library_blob.nbytes(p) for p in pieces)
     symbol = library_blob.SYMBOL.encode()
     shstrtab = b"\0" + _SECTION + b"\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0"
     names = {n: shstrtab.index(b"\0" + n + b"\0") + 1 for n in

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass, field
 
 from ..errors import LibraryFormatError
@@ -50,6 +51,16 @@ def read(path: str | os.PathLike) -> ElfInfo:
 _SHT_SYMTAB, _SHT_DYNSYM, _SHN_UNDEF = 2, 11, 0
 
 
+def _sections(data: bytes | memoryview) -> list[tuple[int, ...]]:
+    """The section headers of a 64-bit little-endian ELF image, as tuples (struct.error, IndexError
+    on a malformed one: the callers turn those into LibraryFormatError)."""
+    if bytes(data[:6]) != b"\x7fELF\x02\x01":
+        raise LibraryFormatError("not a 64-bit little-endian ELF file")
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shentsize, shnum = struct.unpack_from("<HH", data, 58)
+    return [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+
+
 def symbol_bytes(data: bytes | memoryview, name: str, length_prefixed: bool = True) -> bytes | None:
     """The bytes a defined symbol points at in a 64-bit little-endian ELF image, or None without it.
 
@@ -59,14 +70,8 @@ def symbol_bytes(data: bytes | memoryview, name: str, length_prefixed: bool = Tr
     library takes milliseconds and tens of milliseconds to import); malformed input raises
     LibraryFormatError.
     """
-    import struct
-
     try:
-        if bytes(data[:6]) != b"\x7fELF\x02\x01":
-            raise LibraryFormatError("not a 64-bit little-endian ELF file")
-        shoff, = struct.unpack_from("<Q", data, 40)
-        shentsize, shnum = struct.unpack_from("<HH", data, 58)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        sections = _sections(data)
         wanted = name.encode()
         for kind in (_SHT_DYNSYM, _SHT_SYMTAB):
             for _name, sh_type, _fl, _addr, offset, size, link, _info, _align, entsize in sections:
@@ -95,15 +100,9 @@ def symbol_bytes(data: bytes | memoryview, name: str, length_prefixed: bool = Tr
 def symbol_names(data: bytes) -> tuple[set[str], set[str]]:
     """(defined, undefined) names in a 64-bit little-endian ELF file's .symtab, read directly (a
     linker's question about an object, answered without a general ELF library's import time)."""
-    import struct
-
     found: tuple[set[str], set[str]] = (set(), set())
     try:
-        if data[:6] != b"\x7fELF\x02\x01":
-            raise LibraryFormatError("not a 64-bit little-endian ELF file")
-        shoff, = struct.unpack_from("<Q", data, 40)
-        shentsize, shnum = struct.unpack_from("<HH", data, 58)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        sections = _sections(data)
         for _name, sh_type, _fl, _addr, offset, size, link, _info, _align, entsize in sections:
             if sh_type != _SHT_SYMTAB or not entsize:
                 continue

@@ -29,12 +29,16 @@ class _Reader:
         self.what = what
 
     def take(self, n: int) -> bytes | memoryview:
+        start = self.skip(n)
+        return self.data[start:start + n]
+
+    def skip(self, n: int) -> int:
+        """Move past n bytes without reading them (a tensor's data); returns where they start."""
         if n < 0 or self.pos + n > len(self.data):
             raise LibraryFormatError(
                 f"{self.what}: truncated (needs {n} bytes at offset {self.pos}, has {len(self.data) - self.pos})")
-        out = self.data[self.pos:self.pos + n]
         self.pos += n
-        return out
+        return self.pos - n
 
     def u64(self) -> int:
         return struct.unpack("<Q", self.take(8))[0]
@@ -47,9 +51,6 @@ class _Reader:
 
     def string(self) -> bytes | memoryview:
         return self.take(self.u64())
-
-    def skip(self, n: int) -> None:
-        self.take(n)
 
     def text(self) -> str:
         raw = self.string()
@@ -64,6 +65,11 @@ class _Reader:
 
 def _u64(n: int) -> bytes:
     return struct.pack("<Q", n)
+
+
+def nbytes(piece: bytes | memoryview) -> int:
+    """The length in bytes of a piece of a blob (a memoryview counts its bytes, whatever its format)."""
+    return piece.nbytes if isinstance(piece, memoryview) else len(piece)
 
 
 def _string(b: bytes | str) -> bytes:
@@ -129,12 +135,11 @@ def chunks(blob: LibraryBlob) -> list[bytes | memoryview]:
         small.append(_string(m.kind))
         if m.kind != "_lib":
             payload = m.payload if m.payload is not None else b""
-            small.append(_u64(len(payload) if isinstance(payload, bytes) else payload.nbytes))
+            small.append(_u64(nbytes(payload)))
             parts += [b"".join(small), payload]
             small = []
     parts.append(b"".join(small))
-    body = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
-    return [_u64(body), *(p for p in parts if len(p))]
+    return [_u64(sum(nbytes(p) for p in parts)), *(p for p in parts if nbytes(p))]
 
 
 @dataclass
