@@ -23,13 +23,35 @@ class Check:
     required: bool = True
 
 
+# the tvm-ffi release checked against the pinned TVM (pyproject.toml says why it is pinned)
+CHECKED_TVM_FFI = "0.1.14.post0"
+
+
+def tvm_ffi_check(found: str | None) -> Check:
+    """tvm-ffi against the checked release: another one may crash TVM (0.1.15's JSON serializer does)."""
+    fix = f"pip install 'apache-tvm-ffi=={CHECKED_TVM_FFI}'"
+    if found is None:
+        return Check("tvm-ffi", False, "not installed", fix)
+    if found != CHECKED_TVM_FFI:
+        return Check("tvm-ffi", False, f"{found}, not the checked {CHECKED_TVM_FFI} (TVM 0.27's JSON serializer "
+                     "segfaults with 0.1.15)", fix)
+    return Check("tvm-ffi", True, found)
+
+
 def _tvm() -> list[Check]:
+    import importlib.metadata
+
+    try:
+        ffi_version: str | None = importlib.metadata.version("apache-tvm-ffi")
+    except importlib.metadata.PackageNotFoundError:
+        ffi_version = None
     try:
         import tvm
     except Exception as exc:  # noqa: BLE001 - a broken install must be reported, not raised
-        return [Check("TVM", False, f"cannot import tvm: {exc}", "pip install 'apache-tvm==0.27.0.post1'")]
+        return [Check("TVM", False, f"cannot import tvm: {exc}", "pip install 'apache-tvm==0.27.0.post1'"),
+                tvm_ffi_check(ffi_version)]
     runtime_only = bool(getattr(tvm.base, "_RUNTIME_ONLY", False))
-    return [Check("TVM", True, f"{tvm.__version__}"),
+    return [Check("TVM", True, f"{tvm.__version__}"), tvm_ffi_check(ffi_version),
             Check("TVM compiler", not runtime_only,
                   "runtime only (can load libraries, cannot build)" if runtime_only else "present",
                   "unset TVM_USE_RUNTIME_LIB or install the full apache-tvm wheel to build")]
