@@ -72,7 +72,7 @@ def _device_text(mapping: Any, what: str) -> dict[str, str]:
 
 def section(rep: Any, name: str, as_json: bool) -> str:
     """One part of the report, as text or JSON."""
-    from ..report import text as report_text
+    from ..report import report as report_text
 
     if name in ("host", "cuda"):
         text = rep.host_c if name == "host" else rep.cuda
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NO if result.changed else EXIT_OK
     if not args.source:
         raise InvalidInputError("jitflow inspect needs a SOURCE (FILE.py:NAME, a .so, a cache key) or --diff A B")
-    from ..report.text import render
+    from ..report.report import render
 
     rep = report_of(args.source, args)
     if args.section:

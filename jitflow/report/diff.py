@@ -1,15 +1,16 @@
 """What changed between two reports (two schedules, two pass configurations): kernels and their
 launches and resources, device allocations (count and bytes), copies, and for Relax models the
-memory of each call and of start-up (model_diff.py)."""
+memory of each call and of start-up (memory_plan_diff.py)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import model_diff
-from .model import Allocation, Kernel, Report
+from . import memory_plan_diff
+from .report import Report
 from .text import dims, size_text
+from .types import Allocation, Kernel
 
 SCHEMA = "jitflow.inspect-diff/1"
 
@@ -136,6 +137,6 @@ def diff(a: Report, b: Report, a_label: str = "a", b_label: str = "b") -> Report
             if va != vb:
                 out.allocation_changes.append(Change(f"{k[0]} {k[1]} {what}", va, vb))
     out.copy_count = (None if a.copies is None else len(a.copies), None if b.copies is None else len(b.copies))
-    out.model_changes = [Change(*c) for c in model_diff.model_changes(a.model, b.model)]
-    out.model_per_call = (model_diff.per_call(a.model), model_diff.per_call(b.model))
+    out.model_changes = [Change(*c) for c in memory_plan_diff.model_changes(a.model, b.model)]
+    out.model_per_call = (memory_plan_diff.per_call(a.model), memory_plan_diff.per_call(b.model))
     return out

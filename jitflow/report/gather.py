@@ -20,8 +20,9 @@ from ..formats.library_blob import KernelInfo
 from ..runtime import compat
 from ..target import arch_number, normalize_arch
 from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
-from . import device_text, host_code, model_view
-from .model import Compatibility, FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts, Report
+from . import device_text, host_code, memory_plan_gather
+from .report import Report
+from .types import Compatibility, FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts
 
 _GLOBAL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\((\d+)[^)]*\)\s+)?(\w+)\s*\(([^)]*)\)\s*\{")
 _NO_HOST = ("launch dimensions, device allocations and copies: decided by the host code compiled into the "
@@ -256,7 +257,7 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
             notes.append(f"{k.name}: never launched by the host code")
     cuda = [d.source for d in devices if d.source is not None]
     ptx, sass = _ptx(devices, target, unknown), _sass(devices, unknown)
-    model = model_view.from_library(library, (target or {}).get("kind"), host, host_c)
+    model = memory_plan_gather.from_library(library, (target or {}).get("kind"), host, host_c)
     if model is not None and host is None:
         unknown.append(_NO_HOST_MODEL)
     return Report(
@@ -303,7 +304,7 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
         if d.fmt != "fatbin":
             notes.append(f"device module {d.index} holds {d.fmt!r}, not a fatbin")
     ptx, sass = _ptx(devices, None, unknown), _sass(devices, unknown)
-    model = model_view.from_library(library)
+    model = memory_plan_gather.from_library(library)
     if model is not None:
         unknown.append(_NO_HOST_MODEL)
     return Report(origin="library", library=facts, key=key, kernels=tuple(kernels), model=model,

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 from ..formats.library_blob import KernelInfo
 from . import c_expr
 from .c_expr import Expr
-from .model import Allocation, Copy, HostFunction, Launch
+from .types import Allocation, Copy, HostFunction, Launch
 
 _FUNC = re.compile(r"^(?!if\b|for\b|while\b|else\b|switch\b|return\b)[A-Za-z_][\w\s\*]*?\b(\w+)\s*\([^;]*\)\s*\{\s*$")
 _DECL = re.compile(r"^\s*(?:const\s+)?(?:[A-Za-z_]\w*\s*\**\s+)?\**(\w+)\s*=(?!=)\s*(.+?);\s*$")

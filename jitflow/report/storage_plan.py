@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import library_blob, vm_program
 from ..formats.vm_program import TensorConstant, VMProgram
+from ..text_format import byte_size
 from . import vm_bytecode
 
 
@@ -94,12 +95,7 @@ class StoragePlan:
 
 
 def _size(n: int | None) -> str:
-    if n is None:
-        return "? B"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
+    return "? B" if n is None else byte_size(n)
 
 
 def _function_plan(program: VMProgram, name: str) -> list[Storage]:

@@ -4,12 +4,12 @@ constants of a Relax model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from .summary import KernelLaunch, Segment, Split
-
-if TYPE_CHECKING:
-    from ..report.model import Launch, Report
+from ..report.report import Report
+from ..report.types import Launch
+from .events import KernelLaunch
+from .summary import Segment, Split
 
 
 @dataclass(frozen=True)

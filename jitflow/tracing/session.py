@@ -15,6 +15,7 @@ import json
 from typing import Any, Callable
 
 from ..errors import InvalidInputError
+from . import text
 from .events import Event, Window, event_json
 from .match import Agreement, compare
 from .summary import KernelTotal, Segment, Split, kernel_totals, split
@@ -103,9 +104,9 @@ class Trace:
         return kernel_totals(self._done.total)
 
     def __str__(self) -> str:
-        from .text import render
-
-        return render(self)
+        known = {k.name for k in self.report.kernels} if self.report is not None else None
+        return text.render(self._done, self.kernels, self.agreement,
+                           self.function if self.report is not None else None, known)
 
     def to_dict(self, events: bool = False) -> dict[str, Any]:
         """JSON-ready form (see docs/inspect.md); events=True adds every event."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .events import CopyEvent, Event, KernelEvent, MemoryEvent, MemsetEvent, Window
+from .events import CopyEvent, Event, KernelEvent, KernelLaunch, MemoryEvent, MemsetEvent, Window
 
 
 @dataclass(frozen=True)
@@ -21,23 +21,6 @@ class Amount:
 
     def to_json(self) -> dict[str, int]:
         return {"count": self.count, "bytes": self.bytes, "time_ns": self.time_ns}
-
-
-@dataclass(frozen=True)
-class KernelLaunch:
-    """One kernel launch as it ran."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    dynamic_shared_memory: int
-    registers: int
-    time_ns: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block),
-                "dynamic_shared_memory": self.dynamic_shared_memory, "registers": self.registers,
-                "time_ns": self.time_ns}
 
 
 @dataclass(frozen=True)
@@ -87,7 +70,7 @@ def segment(label: str, events: Iterable[Event]) -> Segment:
     allocations, releases, memsets = Amount(), Amount(), Amount()
     by_kind: dict[str, Amount] = {}
     copies: dict[str, Amount] = {}
-    launches: list[tuple[int, KernelLaunch]] = []
+    launches: list[KernelLaunch] = []
     for e in events:
         if isinstance(e, MemoryEvent):
             one = Amount(1, e.bytes)
@@ -101,10 +84,9 @@ def segment(label: str, events: Iterable[Event]) -> Segment:
         elif isinstance(e, MemsetEvent):
             memsets += Amount(1, e.bytes, e.duration)
         elif isinstance(e, KernelEvent):
-            launches.append((e.start, KernelLaunch(e.name, e.grid, e.block, e.dynamic_shared_memory, e.registers,
-                                                   e.duration)))
-    launches.sort(key=lambda item: item[0])
-    return Segment(label, allocations, releases, by_kind, copies, memsets, tuple(x for _, x in launches))
+            launches.append(e)
+    launches.sort(key=lambda x: x.start)
+    return Segment(label, allocations, releases, by_kind, copies, memsets, tuple(launches))
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model_memory import ModelMemory, ModelStorage, VMFunction
-from .model_text import size_or_depends as _size
+from .memory_plan import ModelMemory, ModelStorage, VMFunction
+from .memory_plan_text import size_or_depends as _size
 
 #: One model fact that differs: what (e.g. "main storage per call"), its text in a and in b.
 ModelChange = tuple[str, str, str]

@@ -1,18 +1,15 @@
-"""The plain-text form of a model's memory (ModelMemory): start-up, then each VM function per call."""
+"""The plain-text form of a model's memory plan (ModelMemory): start-up, then each VM function per call."""
 from __future__ import annotations
 
 from . import c_expr
-from .model_memory import DEPENDS, ModelMemory, VMFunction
-from .text import dims, size_text, table
+from ..text_format import plural, table
+from .memory_plan import DEPENDS, ModelMemory, VMFunction
+from .text import dims, size_text, where
 
 
 def size_or_depends(size: object) -> str:
     """A size as text, or "depends on shape" where the report cannot know it."""
     return DEPENDS if size is None else size_text(size)  # type: ignore[arg-type]
-
-
-def _plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def startup_line(model: ModelMemory) -> str:
@@ -21,13 +18,13 @@ def startup_line(model: ModelMemory) -> str:
         return "start-up: no constants (weights are passed as arguments, or there are none)"
     where = ("copied host->device once, when the VM starts" if model.upload
              else "used in place (the VM runs on the host)")
-    return f"start-up: {_plural(n, 'constant')} (weights), {size_text(c_expr.constant(nbytes))}, {where}"
+    return f"start-up: {plural(n, 'constant')} (weights), {size_text(c_expr.constant(nbytes))}, {where}"
 
 
 def _counted(n: int | None, word: str, many: str, size: object = None) -> str:
     if n is None:
         return f"{many} unknown"
-    return _plural(n, word, many) + (f", {size_or_depends(size)}" if n and size is not False else "")
+    return plural(n, word, many) + (f", {size_or_depends(size)}" if n and size is not False else "")
 
 
 def per_call_line(f: VMFunction) -> str:
@@ -54,7 +51,7 @@ def function_section(f: VMFunction) -> list[str]:
     elif f.launches:
         out.append(f"    launches ({len(f.launches)}):")
         out += table(["kernel", "grid", "block", "from"],
-                     [[x.kernel, dims(x.grid), dims(x.block), f"{x.function} (host.c:{x.line})"] for x in f.launches],
+                     [[x.kernel, dims(x.grid), dims(x.block), f"{x.function} ({where(x.line)})"] for x in f.launches],
                      indent="      ")
     else:
         out.append("    launches: none")
@@ -63,7 +60,7 @@ def function_section(f: VMFunction) -> list[str]:
     elif f.workspaces:
         out.append(f"    workspaces ({len(f.workspaces)}), allocated by the TIR functions:")
         out += table(["function", "buffer", "device", "size", "at"],
-                     [[a.function, a.buffer, a.device, size_text(a.size), f"host.c:{a.line}"] for a in f.workspaces],
+                     [[a.function, a.buffer, a.device, size_text(a.size), where(a.line)] for a in f.workspaces],
                      indent="      ")
     else:
         out.append("    workspaces: none")

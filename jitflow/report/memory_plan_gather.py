@@ -1,4 +1,4 @@
-"""Build the ModelMemory of a Relax library: its bytecode walked function by function, joined with
+"""Gather the memory plan (ModelMemory) of a Relax library: its bytecode walked function by function, joined with
 the host code of the TIR functions it calls (their workspaces and kernel launches).
 
 Without the host C (a library inspected on its own) storages, constants and copies are still
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Sequence, TypeVar
 
+from ..formats import library_blob, vm_program
 from ..formats.vm_program import TensorConstant, VMProgram
 from . import shape_funcs, vm_bytecode
 from .host_code import HostCode
-from .model import Allocation, HostFunction, Launch
-from .model_memory import (
+from .memory_plan import (
     ModelConstant,
     ModelCopy,
     ModelMemory,
@@ -21,6 +21,7 @@ from .model_memory import (
     VMFunction,
     direction,
 )
+from .types import Allocation, HostFunction, Launch
 
 _MAX_DEPTH = 16
 T = TypeVar("T", Allocation, Launch)
@@ -114,10 +115,7 @@ def from_library(library: object, kind: str | None = None, host: HostCode | None
 
     kind is the target kind ("cuda" or "c"); by default "cuda" when the library has device code.
     """
-    from ..formats import library_blob, vm_program
-    from ..formats.library_blob import blob_of
-
-    raw = blob_of(library)  # type: ignore[arg-type]
+    raw = library_blob.blob_of(library)  # type: ignore[arg-type]
     if raw is None:
         return None
     blob = library_blob.parse(raw)

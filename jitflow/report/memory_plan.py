@@ -1,9 +1,9 @@
-"""The memory view of a whole Relax model: what the VM allocates and copies per call and at start-up.
+"""The memory plan of a whole Relax model: what the VM allocates and copies per call and at start-up.
 
 A Relax library holds VM bytecode beside the TIR functions' host code, so a model's memory is in
 three places: the storage blocks the bytecode allocates on every call (vm_bytecode.py), the
 constants (weights) the VM uploads to its device when it starts, and the workspaces and kernel
-launches of each TIR function the bytecode calls (host_code.py). ModelMemory puts them together,
+launches of each TIR function the bytecode calls (host_code.py). ModelMemory holds them together,
 per VM function and in total, with a stable JSON form (the "model" field of a Report).
 """
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..errors import InvalidInputError
 from . import c_expr
 from .c_expr import Expr
-from .model import Allocation, Launch
+from .types import Allocation, Launch
 
 DEPENDS = "depends on shape"
 
@@ -219,8 +220,6 @@ class ModelMemory:
         for f in self.functions:
             if f.name == name:
                 return f
-        from ..errors import InvalidInputError
-
         raise InvalidInputError(f"no VM function named {name!r}; functions: "
                                 f"{', '.join(f.name for f in self.functions)}")
 
