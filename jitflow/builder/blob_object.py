@@ -1,5 +1,6 @@
 """The library blob as a relocatable ELF object, written directly: one read-only section holding the
-bytes and one global symbol naming them, the symbol TVM's loader looks for.
+bytes and one global symbol naming them, the symbol TVM's loader looks for. The same writer makes
+objects whose one section is not loaded (records that readers find by the section's name).
 
 Assembling an `.incbin` would cost a zig process and copy the bytes three more times; a model's
 blob holds its weights (tens of megabytes), so the object is written here in one pass instead.
@@ -26,14 +27,24 @@ def write(blob: bytes | Sequence[bytes | memoryview], path: Path, host: str) -> 
     """Write `blob` (its bytes, or consecutive pieces of them) as an ELF64 little-endian relocatable
     object for `host` at `path`."""
     pieces = [blob] if isinstance(blob, bytes) else list(blob)
+    return _object(pieces, path, host, _SECTION, 0x2, library_blob.SYMBOL.encode())   # SHF_ALLOC: loaded
+
+
+def note(data: bytes, section: str, path: Path, host: str) -> Path:
+    """Write `data` as the one section `section` of an object that is not loaded at run time (no
+    SHF_ALLOC, no symbol): the linker copies it into the library, where readers find it by name."""
+    return _object([data], path, host, section.encode(), 0, None)
+
+
+def _object(pieces: list[bytes | memoryview], path: Path, host: str, section: bytes, flags: int,
+            symbol: bytes | None) -> Path:
     size = sum(library_blob.nbytes(p) for p in pieces)
-    symbol = library_blob.SYMBOL.encode()
-    shstrtab = b"\0" + _SECTION + b"\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0"
+    shstrtab = b"\0" + section + b"\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0"
     names = {n: shstrtab.index(b"\0" + n + b"\0") + 1 for n in
-             (_SECTION, b".note.GNU-stack", b".symtab", b".strtab", b".shstrtab")}
-    strtab = b"\0" + symbol + b"\0"
-    # symbols: the null symbol, then the blob (global object, section 1, offset 0)
-    symtab = bytes(24) + struct.pack("<IBBHQQ", 1, (1 << 4) | 1, 0, 1, 0, size)
+             (section, b".note.GNU-stack", b".symtab", b".strtab", b".shstrtab")}
+    strtab = b"\0" + (symbol or b"") + b"\0"
+    # symbols: the null symbol, then the data's (global object, section 1, offset 0) if it has one
+    symtab = bytes(24) + (struct.pack("<IBBHQQ", 1, (1 << 4) | 1, 0, 1, 0, size) if symbol else b"")
     data_at = 64
     pad = -(data_at + size) % 8
     symtab_at = data_at + size + pad
@@ -41,7 +52,7 @@ def write(blob: bytes | Sequence[bytes | memoryview], path: Path, host: str) -> 
     shstrtab_at = strtab_at + len(strtab)
     headers_at = shstrtab_at + len(shstrtab) + (-(shstrtab_at + len(shstrtab)) % 8)
     sections = [bytes(64),
-                _shdr(names[_SECTION], 1, 0x2, data_at, size, align=_ALIGN),               # PROGBITS, ALLOC
+                _shdr(names[section], 1, flags, data_at, size, align=_ALIGN if flags else 1),   # PROGBITS
                 _shdr(names[b".note.GNU-stack"], 1, 0, data_at, 0),                         # no executable stack
                 _shdr(names[b".symtab"], 2, 0, symtab_at, len(symtab), link=4, info=1, align=8, entsize=24),
                 _shdr(names[b".strtab"], 3, 0, strtab_at, len(strtab)),

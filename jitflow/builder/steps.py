@@ -16,7 +16,7 @@ from ..config import Settings
 from ..errors import CompileError
 from ..target import TargetSpec, cuda_floor
 from ..toolchain import host_libs, link, zig_cache
-from . import blob_object, host_c, lower, pack
+from . import blob_object, host_c, lower, memory_facts, pack
 from .clock import Clock
 from .device_compile import compile_device
 from .host_compile import HostCompile
@@ -78,7 +78,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
                 lowered.finish()
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
-        data = []
+        data = memory_facts.keep(lowered.ir, lowered.blob, folder, spec.kind, spec.host)
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
                 blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_pieces()

@@ -2,7 +2,7 @@
 from the library and its kept sources: host functions, kernels and launches (host_code.py with
 c_expr.py), device allocations and copies, PTX and SASS (device_text.py), a Relax VM's storage
 plan (storage_plan.py) and a Relax model's memory plan per call and at start-up
-(memory_plan_gather.py, from the bytecode walk in vm_bytecode.py). The data types are in types.py
+(memory_plan_gather.py, from the bytecode walk in vm_walk.py). The data types are in types.py
 and memory_plan.py, the Report in report.py, the text in text.py and memory_plan_text.py; diff.py
 compares two reports.
 
@@ -10,7 +10,7 @@ Public: the report types, inspect_library() and inspect_entry(), diff(), storage
 """
 from ..formats.elf import ElfInfo
 from ..formats.elf import read as read_elf
-from .c_expr import Expr
+from ..formats.c_expr import Expr
 from .diff import ReportDiff, diff
 from .gather import inspect_entry, inspect_library
 from .memory_plan import ModelConstant, ModelCopy, ModelMemory, ModelStorage, ModelTensor, Totals, VMFunction

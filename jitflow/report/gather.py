@@ -8,14 +8,15 @@ host symbols, CPU and glibc) and says what it cannot know.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..cache.disk import Cache
 from ..cache.entry import Entry, library_problem, sha256_file, target_of
 from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
-from ..formats import cubin, elf, fatbin, library_blob, ptxas_log
+from ..formats import c_expr
+from ..formats import cubin, elf, fatbin, library_blob, memory_facts, ptxas_log
 from ..formats.library_blob import KernelInfo
 from ..runtime import compat
 from ..target import arch_number, normalize_arch
@@ -228,6 +229,15 @@ def _compatibility(devices: list[_Device], floor: str | None) -> Compatibility |
                          text(max(needs) if needs else None), floor)
 
 
+def _with_peaks(host: host_code.HostCode, facts: memory_facts.MemoryFacts | None, kind: str | None) -> None:
+    """Workspace sizes from the build's IR (where it recorded them) and each host function's peak
+    on the target's device."""
+    host.allocations = memory_plan_gather.with_ir_sizes(host.allocations, facts)
+    peaks = memory_plan_gather.host_peaks(host.functions, host.allocations, facts)
+    device = "cuda" if kind == "cuda" else "cpu"
+    host.functions = [replace(f, peak=peaks[f.name].get(device, c_expr.constant(0))) for f in host.functions]
+
+
 def _floor_of(meta: dict[str, Any]) -> str | None:
     return ((meta.get("key_inputs") or {}).get("options") or {}).get("cuda_floor")
 
@@ -246,18 +256,20 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
         dev.source = source or dev.source
     host_c = entry.read_source(entry.host_c)
     target = target_of(meta)
+    facts = memory_facts.read(folder / memory_facts.FILE, library)
     host = host_code.analyze(host_c, [k for d in devices for k in d.kernels]) if host_c is not None else None
     if host is None:
         unknown.append("host C: not kept in this build folder; launches, allocations and copies are unknown")
     else:
         notes.extend(host.problems)
+        _with_peaks(host, facts, (target or {}).get("kind"))
     kernels = _kernels(devices, host.launches if host else [], notes)
     for k in kernels:
         if host is not None and not k.launches:
             notes.append(f"{k.name}: never launched by the host code")
     cuda = [d.source for d in devices if d.source is not None]
     ptx, sass = _ptx(devices, target, unknown), _sass(devices, unknown)
-    model = memory_plan_gather.from_library(library, (target or {}).get("kind"), host, host_c)
+    model = memory_plan_gather.from_library(library, (target or {}).get("kind"), host, host_c, facts)
     if model is not None and host is None:
         unknown.append(_NO_HOST_MODEL)
     return Report(
@@ -304,7 +316,7 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
         if d.fmt != "fatbin":
             notes.append(f"device module {d.index} holds {d.fmt!r}, not a fatbin")
     ptx, sass = _ptx(devices, None, unknown), _sass(devices, unknown)
-    model = memory_plan_gather.from_library(library)
+    model = memory_plan_gather.from_library(library, facts=memory_facts.read_library(library))
     if model is not None:
         unknown.append(_NO_HOST_MODEL)
     return Report(origin="library", library=facts, key=key, kernels=tuple(kernels), model=model,

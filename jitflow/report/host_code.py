@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..formats.library_blob import KernelInfo
-from . import c_expr
-from .c_expr import Expr
+from ..formats import c_expr
+from ..formats.c_expr import Expr
 from .types import Allocation, Copy, HostFunction, Launch
 
 _FUNC = re.compile(r"^(?!if\b|for\b|while\b|else\b|switch\b|return\b)[A-Za-z_][\w\s\*]*?\b(\w+)\s*\([^;]*\)\s*\{\s*$")

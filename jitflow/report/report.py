@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from ..errors import InvalidInputError
-from . import c_expr, memory_plan_text, text
+from ..formats import c_expr
+from ..formats import chrome_trace
+from . import evaluate, memory_plan_text, page, text, timeline
 from .memory_plan import ModelMemory
 from .types import (
     Allocation,
@@ -24,7 +26,9 @@ from .types import (
     LibraryFacts,
 )
 
-SCHEMA = "jitflow.inspect/1"
+SCHEMA = "jitflow.inspect/2"
+#: the schemas from_json reads: this one, and /1 (written before lifetimes and peaks)
+READS = (SCHEMA, "jitflow.inspect/1")
 
 
 @dataclass(eq=False)
@@ -74,6 +78,65 @@ class Report:
         total = c_expr.parse(" + ".join(f"({a.size.text})" for a in self.allocations) or "0")
         return AllocationTotals(len(self.allocations), total)
 
+    @property
+    def shape_symbols(self) -> list[str]:
+        """The shape symbols its sizes depend on (what evaluate() binds)."""
+        return sorted(evaluate.symbols_in(self) | set(self.symbols) | set(self.model.symbols if self.model else ()))
+
+    def evaluate(self, **shape: int) -> "Report":
+        """A new report with these shape symbols bound (n=32): every size, total, peak and launch
+        dimension that depends only on them becomes a number; the others stay expressions."""
+        evaluate.check_names(shape, self.shape_symbols)
+        return evaluate.bind(self, shape)
+
+    @property
+    def device(self) -> str:
+        """Where its kernels and workspaces run: "cuda" or "cpu"."""
+        if self.model is not None:
+            return self.model.devices[0]
+        return "cuda" if (self.target or {}).get("kind") == "cuda" or self.kernels else "cpu"
+
+    def timeline(self, path: str | None = None) -> dict[str, Any]:
+        """The memory plan as Chrome trace events (Perfetto, chrome://tracing); written to `path` if
+        given. Sizes must be numbers: evaluate() a symbolic model at a shape first."""
+        if self.model is not None:
+            doc = timeline.model_document(self.model, self.library.path or self.origin)
+        else:
+            doc = timeline.host_document(self._host_functions(), self.allocations or (), self.launches, self.device,
+                                         self.library.path or self.origin)
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(chrome_trace.dumps(doc))
+        return doc
+
+    def plans(self, label: str = "") -> list[page.Plan]:
+        """What the picture draws: one plan per VM function (per host function with workspaces or
+        launches for a library of kernels)."""
+        if self.model is not None:
+            return [page.of_function(f, label) for f in self.model.functions]
+        return [page.of_host(f, self.allocations or (), self.launches, self.device, label)
+                for f in self._host_functions()
+                if any(a.function == f.name for a in self.allocations or ()) or
+                any(x.function == f.name for x in self.launches)]
+
+    def svg(self) -> str:
+        """The picture of the plan as one SVG image."""
+        return page.svg(self.plans())
+
+    def html(self, path: str | None = None) -> str:
+        """A self-contained page with the picture and the report's text; written to `path` if given."""
+        doc = page.document(f"jitflow inspect: {self.library.path or self.origin}", self.plans(), render(self))
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(doc)
+        return doc
+
+    def _host_functions(self) -> tuple[HostFunction, ...]:
+        if self.functions is None:
+            raise InvalidInputError("this report has no host code (a library inspected without its sources): "
+                                    "there is no plan to draw; inspect the module or its cache entry")
+        return self.functions
+
     def kernel(self, name: str) -> Kernel:
         for k in self.kernels:
             if k.name == name:
@@ -100,7 +163,7 @@ class Report:
             "target": self.target,
             "key": self.key,
             "build": self.build,
-            "functions": None if self.functions is None else [asdict(f) for f in self.functions],
+            "functions": None if self.functions is None else [f.to_json() for f in self.functions],
             "symbols": dict(self.symbols),
             "kernels": [k.to_json() for k in self.kernels],
             "allocations": None if self.allocations is None else [a.to_json() for a in self.allocations],
@@ -125,15 +188,16 @@ class Report:
     def from_json(cls, text: str | Mapping[str, Any]) -> "Report":
         """Read back what to_json wrote (PTX and SASS are not part of the JSON)."""
         d = json.loads(text) if isinstance(text, str) else dict(text)
-        if d.get("schema") != SCHEMA:
-            raise InvalidInputError(f"not a jitflow inspect report (schema {d.get('schema')!r}, expected {SCHEMA})")
+        if d.get("schema") not in READS:
+            raise InvalidInputError(f"not a jitflow inspect report (schema {d.get('schema')!r}, expected "
+                                    f"{' or '.join(READS)})")
         lib = d["library"]
         sources = d.get("sources") or {}
         return cls(
             origin=d["origin"],
             library=LibraryFacts(**{**lib, "exports": tuple(lib["exports"])}),
             target=d.get("target"), key=d.get("key"), build=d.get("build"),
-            functions=None if d.get("functions") is None else tuple(HostFunction(**f) for f in d["functions"]),
+            functions=None if d.get("functions") is None else tuple(HostFunction.from_json(f) for f in d["functions"]),
             symbols=dict(d.get("symbols", {})),
             kernels=tuple(Kernel.from_json(k) for k in d.get("kernels", ())),
             allocations=None if d.get("allocations") is None

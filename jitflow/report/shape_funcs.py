@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from . import c_expr
+from ..formats import c_expr
 from .types import HostFunction
 
 _DATA_POINTER = re.compile(r"^\s*int64_t\*\s*(\w+)\s*=\s*.*\b(\w+)_handle\)\[0\]\.data\)+;\s*$")

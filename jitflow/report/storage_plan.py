@@ -16,7 +16,7 @@ from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import library_blob, vm_program
 from ..formats.vm_program import TensorConstant, VMProgram
 from ..text_format import byte_size
-from . import vm_bytecode
+from ..formats import vm_walk
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def _size(n: int | None) -> str:
 
 
 def _function_plan(program: VMProgram, name: str) -> list[Storage]:
-    walk = vm_bytecode.walk(program, name, ("device",))
+    walk = vm_walk.walk(program, name, ("device",))
     return [Storage(name, i, b.size.value if b.size is not None else None, b.dtype, b.scope, b.device_index,
                     tuple(PlacedTensor(None if t.dims is None else tuple(d.value if d is not None else None
                                                                          for d in t.dims), t.dtype, t.offset)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..text_format import exact_bytes, table
-from .c_expr import Expr
+from ..formats.c_expr import Expr
 from .types import Allocation, AllocationTotals, Compatibility, Copy, FatbinEntry, HostFunction, Kernel, Launch
 from .types import LibraryFacts
 
@@ -163,6 +163,7 @@ def host_section(functions: Sequence[HostFunction] | None, allocations: Sequence
         for c in copies or ():
             if c.function == f.name:
                 events.append((c.line, f"copy    {c.call} ({c.direction})"))
-        out.append(f"host function {f.name} (host.c:{f.line}-{f.end_line}):")
+        peak = f", workspace peak {size_text(f.peak)}" if f.peak is not None and f.peak.value != 0 else ""
+        out.append(f"host function {f.name} (host.c:{f.line}-{f.end_line}){peak}:")
         out += [f"  {line:>5}  {text}" for line, text in sorted(events)] or ["  (no launches, allocations or copies)"]
     return out

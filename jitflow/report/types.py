@@ -10,22 +10,39 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from . import c_expr
-from .c_expr import Expr
+from ..formats import c_expr
+from ..formats.c_expr import Expr
 
 
 def _dims(values: Any) -> tuple[Expr, Expr, Expr]:
     return tuple(Expr.from_json(v) for v in values)  # type: ignore[return-value]
 
 
+def size_or_none(value: Any) -> Expr | None:
+    """A size read back from JSON (a number or an expression), or None."""
+    return None if value is None else Expr.from_json(value)
+
+
 @dataclass(frozen=True)
 class HostFunction:
-    """A function of the host C: its C name, the name it is exported under (or None), its lines."""
+    """A function of the host C: its C name, the name it is exported under (or None), its lines, and
+    the most workspace bytes one call holds at once (None where unknown)."""
 
     name: str
     symbol: str
     line: int
     end_line: int
+    peak: Expr | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "symbol": self.symbol, "line": self.line, "end_line": self.end_line,
+                "peak_bytes": None if self.peak is None else self.peak.value,
+                "peak": None if self.peak is None else self.peak.text}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "HostFunction":
+        peak = d.get("peak_bytes") if d.get("peak_bytes") is not None else d.get("peak")
+        return cls(d["name"], d["symbol"], d["line"], d["end_line"], size_or_none(peak))
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,7 @@ class Allocation:
     size: Expr                 # bytes: a number, or an expression of the symbols
     line: int
     freed_line: int | None = None
+    position: int | None = None     # in a model's calls: the bytecode position of the VM call that runs it
 
     @property
     def bytes(self) -> int | None:
@@ -48,13 +66,13 @@ class Allocation:
     def to_json(self) -> dict[str, Any]:
         return {"function": self.function, "buffer": self.buffer, "scope": self.scope, "device": self.device,
                 "dtype": self.dtype, "bytes": self.size.value, "size": self.size.text, "line": self.line,
-                "freed_line": self.freed_line}
+                "freed_line": self.freed_line, "position": self.position}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Allocation":
         size = c_expr.constant(d["bytes"]) if d.get("bytes") is not None else c_expr.parse(d["size"])
         return cls(d["function"], d["buffer"], d["scope"], d["device"], d["dtype"], size, d["line"],
-                   d.get("freed_line"))
+                   d.get("freed_line"), d.get("position"))
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,8 @@ class Launch:
     dynamic_shared_memory: Expr
     args: tuple[str, ...] = ()          # what the host passes for the kernel's arguments
     flags: tuple[str, ...] = ()         # other launch parameters (cooperative launch, ...)
+    position: int | None = None         # in a model's calls: the bytecode position of the VM call that runs it
+    replayed: bool = False              # in a model's calls: replayed from a captured CUDA graph
 
     @property
     def threads_per_block(self) -> Expr:
@@ -97,13 +117,13 @@ class Launch:
         return {"kernel": self.kernel, "function": self.function, "line": self.line,
                 "grid": [d.to_json() for d in self.grid], "block": [d.to_json() for d in self.block],
                 "dynamic_shared_memory": self.dynamic_shared_memory.to_json(), "args": list(self.args),
-                "flags": list(self.flags)}
+                "flags": list(self.flags), "position": self.position, "replayed": self.replayed}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Launch":
         return cls(d["kernel"], d["function"], d["line"], _dims(d["grid"]), _dims(d["block"]),
                    Expr.from_json(d["dynamic_shared_memory"]), tuple(d.get("args", ())),
-                   tuple(d.get("flags", ())))
+                   tuple(d.get("flags", ())), d.get("position"), bool(d.get("replayed")))
 
 
 @dataclass(frozen=True)

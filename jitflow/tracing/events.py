@@ -63,6 +63,7 @@ class KernelEvent(_OnTheGpu):
     registers: int
     start: int
     end: int
+    graph_id: int = 0       # the CUDA graph that launched it (0: launched directly)
 
     @property
     def kernel(self) -> str:
@@ -72,11 +73,16 @@ class KernelEvent(_OnTheGpu):
     def time_ns(self) -> int:
         return self.duration
 
+    @property
+    def replayed(self) -> bool:
+        """Whether a CUDA graph launched it (a captured kernel replayed)."""
+        return self.graph_id != 0
+
     def to_json(self) -> dict[str, Any]:
         """The launch as a part of a trace lists it (event_json() gives every field)."""
         return {"kernel": self.name, "grid": list(self.grid), "block": list(self.block),
                 "dynamic_shared_memory": self.dynamic_shared_memory, "registers": self.registers,
-                "time_ns": self.time_ns}
+                "time_ns": self.time_ns, "replayed": self.replayed}
 
 
 #: A kernel launch in a part of a trace (a call, the start-up): the same type as the event.

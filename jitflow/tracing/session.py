@@ -15,7 +15,8 @@ import json
 from typing import Any, Callable
 
 from ..errors import InvalidInputError
-from . import text
+from ..formats import chrome_trace
+from . import text, timeline
 from .events import Event, Window, event_json
 from .match import Agreement, compare
 from .summary import KernelTotal, Segment, Split, kernel_totals, split
@@ -121,6 +122,17 @@ class Trace:
         if events:
             out["events"] = [event_json(e) for e in self.events]
         return out
+
+    def timeline(self, path: str | None = None) -> dict[str, Any]:
+        """The trace as Chrome trace events with CUPTI's times (Perfetto, chrome://tracing): calls,
+        kernels, copies, each allocation's lifetime and the device bytes in use; written to `path`
+        if given."""
+        self._done
+        doc = timeline.document(self.events, self.windows, f"jitflow trace of {self.function}")
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(chrome_trace.dumps(doc))
+        return doc
 
     def to_json(self, events: bool = False, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(events), indent=indent, sort_keys=True)
