@@ -5,6 +5,8 @@
         meta.json     the key's inputs, the library's sha256 and size, versions, stage times
         last_used     its modification time is the entry's last use
         src/          host.c, kernels.cu (kernels1.cu ...), the device compiler's log beside each
+        memory.json   the build's memory record (formats/memory_facts.py names and reads it; the
+                      library holds the same bytes, so an entry without it loses nothing)
 
 The disk cache writes and reads entries, inspect reports on them and the shared tier packs and
 unpacks them: all three go through this module, nobody else spells these names.

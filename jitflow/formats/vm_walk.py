@@ -40,8 +40,9 @@ CACHED_ALLOC = BUILTIN + "cuda_graph.get_cached_alloc"
 RUN_OR_CAPTURE = BUILTIN + "cuda_graph.run_or_capture"
 COPY_TO_HOST = (BUILTIN + "tensor_to_shape", BUILTIN + "read_if_cond")
 HOST_DEVICES = ("cpu", "cuda_host")
+#: DLPack device type -> name (the VM's and the host code's device numbers)
 DEVICE_TYPES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm",
-                   13: "cuda_managed"}
+                13: "cuda_managed"}
 _MAX_DEPTH = 8
 Refs = frozenset            # block indices a register keeps alive
 #: One item of a tuple register: what it keeps alive, the tensor, the storage block it is (or None).

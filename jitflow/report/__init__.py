@@ -14,11 +14,11 @@ from ..formats.c_expr import Expr
 from .diff import ReportDiff, diff
 from .gather import inspect_entry, inspect_library
 from .memory_plan import ModelConstant, ModelCopy, ModelMemory, ModelStorage, ModelTensor, Totals, VMFunction
-from .report import Report
+from .report import Report, plans_svg
 from .storage_plan import Storage, StoragePlan, storage_plan
 from .types import Allocation, Copy, FatbinEntry, HostFunction, Kernel, KernelArch, KernelArg, Launch, LibraryFacts
 
 __all__ = ["Allocation", "Copy", "ElfInfo", "Expr", "FatbinEntry", "HostFunction", "Kernel", "KernelArch",
            "KernelArg", "LibraryFacts", "Launch", "ModelConstant", "ModelCopy", "ModelMemory", "ModelStorage",
            "ModelTensor", "Report", "ReportDiff", "Storage", "StoragePlan", "Totals", "VMFunction", "diff",
-           "inspect_entry", "inspect_library", "read_elf", "storage_plan"]
+           "inspect_entry", "inspect_library", "plans_svg", "read_elf", "storage_plan"]

@@ -9,6 +9,7 @@ scale. The page holds its CSS and script inline and loads nothing from the netwo
 from __future__ import annotations
 
 import html
+import textwrap
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -43,6 +44,7 @@ class Plan:
     peak: int
     kernels: list[tuple[int, str, bool]] = field(default_factory=list)     # position, kernel, replayed
     totals: list[str] = field(default_factory=list)
+    axis: str = "position in the bytecode"
 
 
 def of_function(f: VMFunction, label: str = "") -> Plan:
@@ -83,7 +85,8 @@ def of_host(f: HostFunction, allocations: Sequence[Allocation], launches: Sequen
             usage[p] += size
     kernels = [(x.line - f.line, x.kernel, False) for x in launches if x.function == f.name]
     return Plan(f"{label}{f.name} (host.c:{f.line}-{f.end_line})", length, bars, {device: usage}, max(usage),
-                kernels, [f"peak {exact_bytes(max(usage))}", f"{len(mine)} workspaces", f"{len(kernels)} launches"])
+                kernels, [f"peak {exact_bytes(max(usage))}", f"{len(mine)} workspaces", f"{len(kernels)} launches"],
+                f"host-C line after {f.line}")
 
 
 def _plan_svg(p: Plan, top: float, scale_x: float, max_bytes: int) -> tuple[list[str], float]:
@@ -98,7 +101,7 @@ def _plan_svg(p: Plan, top: float, scale_x: float, max_bytes: int) -> tuple[list
                    f'fill-opacity="{0.35 if b.cached else 0.85}"><title>{html.escape(b.label)}: '
                    f'{html.escape(b.detail)}; live {b.first}-{b.last}</title></rect>')
         y += LANE
-    base = y + CHART + 8
+    base = y + CHART + 22                    # room above the chart for the peak's label
     height = CHART / max(max_bytes, 1)
     for device, values in p.usage.items():
         points = [f"{LEFT:.1f},{base:.1f}"]
@@ -114,7 +117,10 @@ def _plan_svg(p: Plan, top: float, scale_x: float, max_bytes: int) -> tuple[list
     out.append(f'<text class="peak-label" x="{WIDTH - 12}" y="{peak_y - 4:.1f}" text-anchor="end">'
                f'peak {html.escape(exact_bytes(p.peak))}</text>')
     out.append(f'<text class="lane" x="4" y="{base - CHART / 2:.1f}">bytes in use</text>')
-    y = base + 16
+    out.append(f'<text class="axis" x="{LEFT}" y="{base + 13:.1f}" font-size="10">0</text>')
+    out.append(f'<text class="axis" x="{LEFT + p.length * scale_x:.1f}" y="{base + 13:.1f}" font-size="10" '
+               f'text-anchor="end">{p.length - 1} ({html.escape(p.axis)})</text>')
+    y = base + 26
     for pos, name, replayed in p.kernels:
         x = LEFT + (pos + 0.5) * scale_x
         out.append(f'<circle class="kernel" cx="{x:.1f}" cy="{y - 4}" r="3" fill="{"#e67e22" if replayed else "#333"}">'
@@ -122,8 +128,9 @@ def _plan_svg(p: Plan, top: float, scale_x: float, max_bytes: int) -> tuple[list
                    '</title></circle>')
     if p.kernels:
         names = ", ".join(n + (" (replayed)" if r else "") for _, n, r in p.kernels)
-        out.append(f'<text class="kernels" x="4" y="{y + 14}">kernels in order: {html.escape(names)}</text>')
-        y += 18
+        for line in textwrap.wrap(f"kernels in order: {names}", 150):
+            out.append(f'<text class="kernels" x="4" y="{y + 14}">{html.escape(line)}</text>')
+            y += 16
     out.append(f'<text class="totals" x="4" y="{y + 16}">{html.escape("; ".join(p.totals))}</text>')
     return out, y + 30
 

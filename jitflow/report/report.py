@@ -6,8 +6,9 @@ gather.py makes a Report; diff.py compares two.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import InvalidInputError
 from ..formats import c_expr
@@ -90,6 +91,11 @@ class Report:
         return evaluate.bind(self, shape)
 
     @property
+    def name(self) -> str:
+        """A short name: the cache key's first digits, else the library's file name."""
+        return self.key[:12] if self.key else os.path.basename(self.library.path or self.origin)
+
+    @property
     def device(self) -> str:
         """Where its kernels and workspaces run: "cuda" or "cpu"."""
         if self.model is not None:
@@ -100,10 +106,10 @@ class Report:
         """The memory plan as Chrome trace events (Perfetto, chrome://tracing); written to `path` if
         given. Sizes must be numbers: evaluate() a symbolic model at a shape first."""
         if self.model is not None:
-            doc = timeline.model_document(self.model, self.library.path or self.origin)
+            doc = timeline.model_document(self.model, self.name)
         else:
             doc = timeline.host_document(self._host_functions(), self.allocations or (), self.launches, self.device,
-                                         self.library.path or self.origin)
+                                         self.name)
         if path is not None:
             with open(path, "w") as f:
                 f.write(chrome_trace.dumps(doc))
@@ -125,7 +131,7 @@ class Report:
 
     def html(self, path: str | None = None) -> str:
         """A self-contained page with the picture and the report's text; written to `path` if given."""
-        doc = page.document(f"jitflow inspect: {self.library.path or self.origin}", self.plans(), render(self))
+        doc = page.document(f"jitflow inspect: {self.name}", self.plans(), render(self))
         if path is not None:
             with open(path, "w") as f:
                 f.write(doc)
@@ -209,6 +215,12 @@ class Report:
             host_c=sources.get("host_c"), cuda=sources.get("cuda"), host_c_path=d.get("host_c_path"),
             model=None if d.get("model") is None else ModelMemory.from_json(d["model"]),
         )
+
+
+def plans_svg(reports: Sequence[tuple[str, Report]]) -> str:
+    """The plans of several reports (label, report) drawn one above the other on one scale: the
+    picture of a --diff, as one SVG image."""
+    return page.svg([p for label, rep in reports for p in rep.plans(f"{label}: " if label else "")])
 
 
 def header(rep: Report) -> list[str]:

@@ -61,3 +61,14 @@ def test_svg_is_one_image(reports):
     doc = xml.dom.minidom.parseString(svg)          # well-formed XML, as an image file must be
     assert doc.documentElement.tagName == "svg"
     assert len(doc.getElementsByTagName("rect")) == 1 + 3       # the background and the blocks
+
+
+def test_two_plans_in_one_svg_share_one_scale(reports):
+    from jitflow.report import plans_svg
+
+    svg = plans_svg([("fused", reports["mlp"]), ("graph", reports["graph"])])
+    doc = xml.dom.minidom.parseString(svg)
+    titles = [t.firstChild.data for t in doc.getElementsByTagName("text") if t.getAttribute("class") == "title"]
+    assert titles == ["fused: main: one call", "graph: main: one call"]
+    peaks = [float(line.getAttribute("y1")) for line in doc.getElementsByTagName("line")]
+    assert len(peaks) == 2 and len(doc.getElementsByTagName("polyline")) == 2
