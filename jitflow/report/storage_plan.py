@@ -98,18 +98,20 @@ def _size(n: int | None) -> str:
     return "? B" if n is None else byte_size(n)
 
 
-def _function_plan(program: VMProgram, name: str) -> list[Storage]:
-    walk = vm_walk.walk(program, name, ("device",))
+def _function_plan(name: str, walk: vm_walk.FunctionWalk) -> list[Storage]:
     return [Storage(name, i, b.size.value if b.size is not None else None, b.dtype, b.scope, b.device_index,
                     tuple(PlacedTensor(None if t.dims is None else tuple(d.value if d is not None else None
                                                                          for d in t.dims), t.dtype, t.offset)
                           for t in b.tensors), b.holds_output)
-            for i, b in enumerate(walk.blocks)]
+            for i, b in enumerate(walk.storages)]
 
 
 def plan(program: VMProgram) -> StoragePlan:
-    """The storage plan of a decoded VM executable."""
-    storages = [s for f in program.functions if f.kind == "vm" for s in _function_plan(program, f.name)]
+    """The storage plan of a decoded VM executable (a CUDA graph's alloc and capture functions are
+    part of the function that calls them, as a call runs them)."""
+    walks = {f.name: vm_walk.walk(program, f.name, ("device",)) for f in program.functions if f.kind == "vm"}
+    folded = {name for w in walks.values() for name in w.folded}
+    storages = [s for name, w in walks.items() if name not in folded for s in _function_plan(name, w)]
     weights = sum(c.nbytes for c in program.constants if isinstance(c, TensorConstant))
     return StoragePlan(storages, weights)
 

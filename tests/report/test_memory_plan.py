@@ -73,8 +73,11 @@ def test_peak_counts_a_workspace_at_its_call(built):
 
 
 def test_symbolic_sizes_are_simplified_at_build_time(built):
+    """sym_c's bytecode (by hand): blocks of n * 32 B at 7 (storage emptied at 10, its tensor at 18),
+    at 13 (16, 25) and at 20 (23, returned at 27): two are alive together at 13-18 and at 20-25."""
     main = built.reports["sym_c"].model.function("main")
     assert [s.size.text for s in main.storages] == ["n * 32"] * 3
+    assert [s.live for s in main.storages] == [(7, 18), (13, 25), (20, 27)]
     # the sum and the peak are simplified by TVM's analyzer, not left as n * 32 + n * 32 + n * 32
     assert (main.totals.storage_bytes.text, main.peak.text) == ("n * 96", "n * 64")
     two = built.reports["two_c"].model.function("main")
