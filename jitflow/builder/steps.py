@@ -14,9 +14,10 @@ from typing import Any
 from ..cache.entry import Entry
 from ..config import Settings
 from ..errors import CompileError
+from ..formats import elf_object
 from ..target import TargetSpec, cuda_floor
 from ..toolchain import host_libs, link, zig_cache
-from . import blob_object, host_c, lower, pack
+from . import host_c, lower, pack
 from .clock import Clock
 from .device_compile import compile_device
 from .host_compile import HostCompile
@@ -82,7 +83,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
                 blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_pieces()
-                data.append(blob_object.write(blob, folder / "blob.o", spec.host))
+                data.append(elf_object.write(blob, folder / "blob.o", spec.host))
         host.on_progress = clock.show
         clock.show(host.describe())
         try:
@@ -94,7 +95,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         raise
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
-        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data)
+        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
+                         needs=lowered.runtime_needs())
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)
