@@ -33,6 +33,10 @@ HEADER = struct.Struct("<16sIIQ")
 DIGEST_SIZE = 32
 TAIL = HEADER.size + DIGEST_SIZE
 MAX_BODY = 64 << 10
+class DigestError(LibraryFormatError):
+    """A library's digest does not hold: its record is damaged or missing, or its bytes changed."""
+
+
 #: a magic this close (in bits) to MAGIC is a record, damaged or not; 16 random bytes are ~64 bits away
 MAX_FLIPPED_BITS = 24
 _CHUNK = 1 << 20
@@ -69,16 +73,16 @@ def read(read_at: Callable[[int, int], bytes], size: int) -> Record | None:
     if magic != MAGIC:
         if _distance(magic, MAGIC) > MAX_FLIPPED_BITS:
             return None
-        raise LibraryFormatError("its digest record is damaged (its magic has changed)")
+        raise DigestError("its digest record is damaged (its magic has changed)")
     if version < 1 or length > MAX_BODY or covered + length + TAIL != size:
-        raise LibraryFormatError(f"its digest record is damaged (version {version}, body of {length} bytes, "
+        raise DigestError(f"its digest record is damaged (version {version}, body of {length} bytes, "
                                  f"{covered} bytes covered of {size})")
     try:
         fields = json.loads(read_at(covered, length))
     except (ValueError, UnicodeDecodeError):
-        raise LibraryFormatError("its digest record is damaged (its body is not JSON)") from None
+        raise DigestError("its digest record is damaged (its body is not JSON)") from None
     if not isinstance(fields, dict):
-        raise LibraryFormatError("its digest record is damaged (its body is not a JSON object)")
+        raise DigestError("its digest record is damaged (its body is not a JSON object)")
     return Record(version, covered, length, tail[HEADER.size:], fields)
 
 

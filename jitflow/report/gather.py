@@ -17,7 +17,7 @@ from ..cache.entry import Entry, library_problem, sha256_file, target_of
 from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
 from ..formats import cubin, elf, fatbin, library_blob, ptxas_log
 from ..formats.library_blob import KernelInfo
-from ..runtime import compat
+from ..runtime import compat, library_check
 from ..target import arch_number, normalize_arch
 from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
 from . import device_text, host_code, model_view
@@ -289,7 +289,7 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
     if as_entry.library == library and as_entry.meta_path.is_file() and as_entry.sources.is_dir():
         return inspect_entry(library.parent)
     unknown = [_NO_HOST]
-    notes: list[str] = []
+    notes = [library_check.digest_note(library)]   # first: a file far longer than its headers is refused
     devices = _devices(library, unknown)
     kernels = _kernels(devices, [], notes)
     if devices:

@@ -21,9 +21,10 @@ import platform
 import stat
 from dataclasses import dataclass
 
-from ..errors import LibraryFormatError
+from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import library_digest
 from ..formats.elf_file import ElfFile
+from ..formats.library_digest import DigestError
 
 #: ELF e_machine -> the architecture name jitflow's host triples use
 MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64", 22: "s390x", 243: "riscv64"}
@@ -77,6 +78,31 @@ def check(fd: int, verify: bool = True) -> Checked:
     return Checked(needs, state, elf.size)
 
 
+def digest_text(fd: int) -> str:
+    """What the digest of the library open at `fd` says, in words (for `jitflow inspect`);
+    LibraryFormatError for a file that is not a library as a linker writes one."""
+    elf = ElfFile(fd)
+    try:
+        record = library_digest.read(elf.read, elf.size)
+        state = _digest(fd, elf, record, verify=True)
+    except DigestError as exc:
+        return f"digest: does not hold: {exc}"
+    if record is None or state == "none":
+        return "digest: none (built before libraries carried one, or by TVM: only its headers are checked)"
+    return f"digest: holds (sha256 {record.digest.hex()[:16]}... of its {elf.size - library_digest.DIGEST_SIZE} bytes)"
+
+
+def digest_note(path: str | os.PathLike) -> str:
+    """digest_text of the library at `path`; InvalidInputError, naming it, for a file that is not one."""
+    from .library_file import LibraryFile
+
+    with LibraryFile.open(path) as library:
+        try:
+            return digest_text(library.fd)
+        except LibraryFormatError as exc:
+            raise InvalidInputError(f"{path}: {exc}") from None
+
+
 def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify: bool) -> str:
     """Check the sizes against the record (or its absence) and, with `verify`, the sha256."""
     if record is None:
@@ -85,7 +111,7 @@ def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify:
             raise LibraryFormatError(f"the file has {elf.size} bytes and its ELF headers describe {extent}: it is "
                                      "not a library as a linker writes one; build or copy it again")
         if elf.has_section(library_digest.SECTION):
-            raise LibraryFormatError("its digest record is missing (the library says it ends with one): it was "
+            raise DigestError("its digest record is missing (the library says it ends with one): it was "
                                      "truncated or damaged; build or copy it again")
         return "none"
     try:
@@ -93,12 +119,12 @@ def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify:
     except LibraryFormatError:
         extent = -1
     if not extent <= record.covered <= extent + SLACK:
-        raise LibraryFormatError("it changed since it was built: its ELF headers no longer match its digest record; "
+        raise DigestError("it changed since it was built: its ELF headers no longer match its digest record; "
                                  "build or copy it again")
     if not verify:
         return "not checked"
     if not library_digest.matches(fd, record):
-        raise LibraryFormatError("it changed since it was built: its bytes do not match the sha256 it carries; "
+        raise DigestError("it changed since it was built: its bytes do not match the sha256 it carries; "
                                  "build or copy it again")
     return "verified"
 
