@@ -12,7 +12,6 @@ import errno
 import hashlib
 import json
 import logging
-import mmap
 import os
 import shutil
 import stat
@@ -40,12 +39,14 @@ class _Refused(Exception):
 
 
 def sha256_fd(fd: int) -> str:
-    """sha256 of an open file's bytes."""
-    size = os.fstat(fd).st_size
-    if size == 0:
-        return hashlib.sha256(b"").hexdigest()
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-        return hashlib.sha256(data).hexdigest()
+    """sha256 of an open file's bytes, read in chunks (a map of the file would fault if it shrank)."""
+    h = hashlib.sha256()
+    buffer = memoryview(bytearray(1 << 20))
+    at = 0
+    while n := os.preadv(fd, [buffer], at):
+        h.update(buffer[:n])
+        at += n
+    return h.hexdigest()
 
 
 def _checked(fd: int, where: str, folder: bool) -> int:

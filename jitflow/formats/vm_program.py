@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LibraryFormatError
-from .library_blob import LibraryBlob, _Reader
+from .library_blob import VM_KIND, LibraryBlob, _Reader
 
-KIND = "relax.VMExecutable"
+KIND = VM_KIND
 VERSION = "0.14"
 _MAGIC_V1, _MAGIC_V2 = 0xD225DE2F4214151D, 0xD225DE2F4214151E
 _TENSOR_MAGIC = 0xDD5E40F096B4A13F

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from ..errors import InvalidInputError, LoadError
+from ..formats.library_blob import VM_KIND
 from .tensors import device_of
 from .virtual_machine import VirtualMachine
 
@@ -29,10 +30,8 @@ def check_memory_cfg(memory_cfg: Any) -> None:
 def virtual_machine(module: Any, device: Any = None, cuda: bool = False,
                     memory_cfg: str | dict[Any, str] | None = None) -> VirtualMachine:
     """A VirtualMachine over a loaded VM library; checks the device fits the library."""
-    from ..formats.vm_program import KIND
-
     check_memory_cfg(memory_cfg)
-    if module.kind != KIND:
+    if module.kind != VM_KIND:
         raise InvalidInputError("this library holds kernels, not a Relax VM: call its functions by name "
                                 "(exe['name'] or jitflow.load(path)['name'])")
     dev = device_of(device, cuda)
