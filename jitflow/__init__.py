@@ -18,7 +18,6 @@ from .config import log_level as _log_level
 from .errors import JitflowError
 from .logs import configure as _configure_logging
 from .runtime.load import load
-from .runtime.vm import load_vm
 
 _configure_logging(_log_level())
 
@@ -29,7 +28,7 @@ __all__ = ["BuildInfo", "BuildResult", "Executable", "JitflowError", "build_all"
 #: loading needs (the build side brings TVM's compiler with it when it builds)
 _LAZY = {"BuildInfo": ("builder.clock", "BuildInfo"), "BuildResult": ("builder.parallel", "BuildResult"),
          "build_all": ("builder.parallel", "build_all"), "Executable": ("executable", "Executable"),
-         "compile": ("executable", "compile"), "trace": ("tracing", "trace")}
+         "compile": ("executable", "compile"), "load_vm": ("runtime.vm", "load_vm"), "trace": ("tracing", "trace")}
 
 
 def __getattr__(name: str) -> Any:

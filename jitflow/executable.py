@@ -16,7 +16,7 @@ from .cache.key import compute_key, module_text, pipeline_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
 from .runtime.library_file import LibraryFile
-from .runtime.load import load_library
+from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .target import TargetSpec, resolve_target
 from .toolchain import cuda as cuda_toolchain
 from .toolchain import environment
@@ -273,11 +273,3 @@ def _relax_pipeline(value: Any) -> Any:
         return value
     raise InvalidInputError(f"relax_pipeline must be a pipeline name or a tvm.transform.Pass, "
                             f"not {type(value).__name__}")
-
-
-def load(path: str | os.PathLike, device_query: Any = None) -> Any:
-    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it).
-
-    A CUDA library is checked against the first GPU and its driver first (device_query: how they
-    are found, a jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
-    return load_library(Path(path).expanduser(), device_query=device_query)
