@@ -130,10 +130,26 @@ def _facts(path: Path) -> tuple[bool, str | None]:
 
 
 def _floor_libs(cuda: bool) -> list[str]:
+    """The libraries the floor loads itself: TVM's runtime, and for device code its CUDA backend (after
+    the CUDA runtime of NVIDIA's wheels where the backend finds none on its own)."""
+    import ctypes
+
     from jitflow.runtime import tvm_runtime
 
     folder = tvm_runtime.lib_folder()
-    return [str(folder / tvm_runtime.RUNTIME)] + ([str(folder / tvm_runtime.CUDA)] if cuda else [])
+    libs = [str(folder / tvm_runtime.RUNTIME)]
+    if not cuda:
+        return libs
+    ctypes.CDLL(libs[0], mode=ctypes.RTLD_GLOBAL)
+    for cudart in [None, *tvm_runtime.cudart_candidates()]:
+        try:
+            if cudart:
+                ctypes.CDLL(cudart, mode=ctypes.RTLD_GLOBAL)
+            ctypes.CDLL(str(folder / tvm_runtime.CUDA), mode=ctypes.RTLD_GLOBAL)
+            return [*([cudart] if cudart else []), *libs, str(folder / tvm_runtime.CUDA)]
+        except OSError:
+            continue
+    raise SystemExit(f"TVM's CUDA backend does not load here ({folder / tvm_runtime.CUDA})")
 
 
 def _runs(code: str, modes: list[str], runs: int, **fields) -> dict[str, list[dict]]:

@@ -235,15 +235,24 @@ def blob_of(source: str | os.PathLike | Any) -> bytes | None:
 
 
 class _FileReader(_Reader):
-    """A _Reader over `length` bytes of a file at `base` (an ElfFile's bounded reads), read as taken."""
+    """A _Reader over `length` bytes of a file at `base` (an ElfFile's bounded reads), read as taken,
+    small pieces from a window read ahead (the import tree is many u64s)."""
+
+    _AHEAD = 1 << 16
 
     def __init__(self, elf: Any, base: int, length: int, what: str) -> None:
         super().__init__(b"", what)
         self.elf, self.base, self.length = elf, base, length
+        self.window, self.window_at = b"", 0
 
     def take(self, n: int) -> bytes:
         start = self.skip(n)
-        return self.elf.read(self.base + start, n, cap=self.elf.size)
+        if not self.window_at <= start <= start + n <= self.window_at + len(self.window):
+            if n > self._AHEAD:
+                return self.elf.read(self.base + start, n, cap=self.elf.size)
+            self.window_at = start
+            self.window = self.elf.read(self.base + start, min(self._AHEAD, self.length - start))
+        return self.window[start - self.window_at:start - self.window_at + n]
 
     def skip(self, n: int) -> int:
         if n < 0 or self.pos + n > self.length:

@@ -4,6 +4,7 @@ and the facts a loader needs before dlopen.
     the library as the linker wrote it      `covered` bytes (the ELF headers describe all of them)
     body     JSON, `length` bytes           {"needs": ["contrib", "cuda"]}; later fields (the CPU
                                             level a library needs) join it, old readers ignore them
+                                            (a change old readers cannot follow bumps VERSION)
     header   32 bytes                       MAGIC (16) | u32 VERSION | u32 length | u64 covered
     digest   32 bytes                       sha256 of every byte of the file before it
 
@@ -76,10 +77,13 @@ def read(read_at: Callable[[int, int], bytes], size: int) -> Record | None:
         raise DigestError("its digest record is damaged (its magic has changed)")
     if version < 1 or length > MAX_BODY or covered + length + TAIL != size:
         raise DigestError(f"its digest record is damaged (version {version}, body of {length} bytes, "
-                                 f"{covered} bytes covered of {size})")
+                          f"{covered} bytes covered of {size})")
+    if version > VERSION:
+        raise DigestError(f"its digest record has format version {version}, and this jitflow reads {VERSION}: "
+                          "update jitflow (or the record is damaged)")
     try:
         fields = json.loads(read_at(covered, length))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         raise DigestError("its digest record is damaged (its body is not JSON)") from None
     if not isinstance(fields, dict):
         raise DigestError("its digest record is damaged (its body is not a JSON object)")

@@ -44,21 +44,11 @@ class Checked:
 
     needs: frozenset[str]
     digest: str          # "verified", "not checked" (verified elsewhere, or not asked), "none"
-    size: int
 
 
 def this_machine() -> str:
     machine = platform.machine().lower()
     return _HERE.get(machine, machine)
-
-
-def problem(fd: int) -> str | None:
-    """Why the open file `fd` cannot be loaded here as a TVM library, or None when it can."""
-    try:
-        check(fd)
-    except LibraryFormatError as exc:
-        return str(exc)
-    return None
 
 
 def check(fd: int, verify: bool = True) -> Checked:
@@ -75,7 +65,7 @@ def check(fd: int, verify: bool = True) -> Checked:
     except OSError as exc:
         raise LibraryFormatError(f"cannot be read: {exc.strerror or exc}") from None
     needs = record.needs if record is not None else _searched_needs(elf)
-    return Checked(needs, state, elf.size)
+    return Checked(needs, state)
 
 
 def digest_text(fd: int) -> str:
@@ -112,7 +102,7 @@ def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify:
                                      "not a library as a linker writes one; build or copy it again")
         if elf.has_section(library_digest.SECTION):
             raise DigestError("its digest record is missing (the library says it ends with one): it was "
-                                     "truncated or damaged; build or copy it again")
+                              "truncated or damaged; build or copy it again")
         return "none"
     try:
         extent = elf.extent()
@@ -120,12 +110,12 @@ def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify:
         extent = -1
     if not extent <= record.covered <= extent + SLACK:
         raise DigestError("it changed since it was built: its ELF headers no longer match its digest record; "
-                                 "build or copy it again")
+                          "build or copy it again")
     if not verify:
         return "not checked"
     if not library_digest.matches(fd, record):
         raise DigestError("it changed since it was built: its bytes do not match the sha256 it carries; "
-                                 "build or copy it again")
+                          "build or copy it again")
     return "verified"
 
 

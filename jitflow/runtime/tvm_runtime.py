@@ -104,7 +104,8 @@ def cuda_enabled() -> bool:
     return tvm_ffi.get_global_func("device_api.cuda", allow_missing=True) is not None
 
 
-def _cudart_candidates() -> list[str]:
+def cudart_candidates() -> list[str]:
+    """The CUDA runtime libraries of NVIDIA's wheels, for a libtvm_runtime_cuda.so that finds none."""
     found = []
     try:
         import nvidia
@@ -130,7 +131,7 @@ def ensure_cuda() -> None:
         try:
             _HANDLES[CUDA] = ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
         except OSError as first:
-            for cand in _cudart_candidates():  # the CUDA runtime from NVIDIA's wheels, if present
+            for cand in cudart_candidates():  # the CUDA runtime from NVIDIA's wheels, if present
                 try:
                     ctypes.CDLL(cand, mode=ctypes.RTLD_GLOBAL)
                     _HANDLES[CUDA] = ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)

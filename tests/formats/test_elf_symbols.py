@@ -8,6 +8,8 @@ import struct
 import kernels
 import pytest
 from elftools.elf.elffile import ELFFile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import jitflow
 from jitflow.errors import LibraryFormatError
@@ -79,3 +81,32 @@ def test_header_entry_sizes_of_one_byte_are_format_errors(cuda_library, tmp_path
         _elf(tmp_path / "bad.so")
     with pytest.raises(LibraryFormatError, match=f"{field} headers of 1 bytes"):
         blob_of(tmp_path / "bad.so")
+
+
+def _read_everything(path) -> None:
+    """Every read the checks before dlopen make of a file: raises LibraryFormatError, or nothing."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        elf = ElfFile(fd)
+        library_digest.read(elf.read, elf.size)
+        elf.extent()
+        elf.dynamic_strings()
+        elf.has_section(library_digest.SECTION)
+        library_blob.payloads_of(path, "cuda")
+    finally:
+        os.close(fd)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=1 << 20), st.integers(min_value=1, max_value=255)),
+                min_size=1, max_size=8))
+def test_damaged_headers_and_records_only_raise_format_errors(cuda_library, tmp_path, changes):
+    data = bytearray(cuda_library.read_bytes())
+    for at, value in changes:      # mostly the headers and tables at the start, sometimes the record at the end
+        where = at % 4096 if at % 3 else len(data) - 1 - at % library_digest.TAIL
+        data[where] ^= value
+    (tmp_path / "damaged.so").write_bytes(data)
+    try:
+        _read_everything(tmp_path / "damaged.so")
+    except LibraryFormatError:
+        pass
