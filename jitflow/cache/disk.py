@@ -1,7 +1,7 @@
 """The disk cache: one entry folder per key (see entry.py), found, verified, locked and published.
 
 Entries are built in a staging folder inside the cache, then published by one rename under a
-per-key file lock. A lookup checks that nobody else can change the cache (trust.py), opens the
+per-key file lock. A lookup checks that nobody else can change the cache (folder_trust.py), opens the
 entry's folders and files without following links, and verifies the library's sha256 through the
 descriptor it then hands out (a LibraryFile): the bytes checked are the bytes loaded, even if the
 entry is pruned or replaced meanwhile.
@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .. import folder_trust
 from ..errors import CacheError, UntrustedFolderError
 from ..runtime.library_file import LibraryFile
-from . import trust
 from .entry import FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem
 
 log = logging.getLogger("jitflow")
@@ -98,11 +98,11 @@ class Cache:
         """
         try:
             if os.path.lexists(self.folder):
-                trust.check_folder(self.folder, FIX)   # the user's own folder: checked, never narrowed
+                folder_trust.check_folder(self.folder, FIX)   # the user's own folder: checked, never narrowed
             else:
-                trust.make_private_folder(self.folder, FIX)
+                folder_trust.make_private_folder(self.folder, FIX)
             for d in (self.root, self.entries, self.locks, self.staging_root):
-                trust.make_private_folder(d, FIX)
+                folder_trust.make_private_folder(d, FIX)
             if not os.access(self.root, os.W_OK):
                 raise PermissionError(13, "not writable")
         except UntrustedFolderError:
@@ -127,7 +127,7 @@ class Cache:
         `expect` is the key's inputs (versions, target, options): an entry recording others is refused.
         A cache folder that others could change gives None here; ensure() then says why.
         """
-        if trust.folder_problem(self.root) is not None:
+        if folder_trust.folder_problem(self.root) is not None:
             return None
         try:
             return self._open_entry(key, expect)
@@ -211,7 +211,7 @@ class Cache:
             os.chmod(staged.meta_path, 0o600)
             staged.used.touch()
             final = self.entry_dir(key)
-            trust.make_private_folder(final.parent, FIX)
+            folder_trust.make_private_folder(final.parent, FIX)
             if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
                 discard(final, self.staging_root)
             os.rename(folder, final)

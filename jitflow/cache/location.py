@@ -14,9 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .. import folder_trust
 from ..errors import CacheError, UntrustedFolderError
 from ..logs import warn_once
-from . import trust
 from .disk import Cache
 
 _private: dict[str, Path] = {}   # per process: the folder used when the shared fallback is refused
@@ -27,7 +27,7 @@ def fallback_folder() -> Path:
     it first), a new private folder for this process alone, removed when the process ends."""
     shared = Path(tempfile.gettempdir()) / f"jitflow-{os.getuid()}"
     try:
-        return trust.make_private_folder(shared)
+        return folder_trust.make_private_folder(shared)
     except UntrustedFolderError as exc:
         if "own" not in _private:
             folder = Path(tempfile.mkdtemp(prefix=f"jitflow-{os.getuid()}-"))

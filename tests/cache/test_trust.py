@@ -18,7 +18,7 @@ import tvm
 from conftest import OTHER_UID, as_other_user, needs_root, run_python, start_python
 
 import jitflow
-from jitflow.cache import trust
+from jitflow import folder_trust
 from jitflow.cache.disk import Cache
 from jitflow.errors import UntrustedFolderError
 from jitflow.runtime.load import load_library
@@ -135,11 +135,11 @@ def test_links_are_followed_into_every_folder_they_reach(tmp_path):
     safe.mkdir(mode=0o700)
     os.symlink(open_folder / "deep", safe / "hop")
     os.symlink(safe / "hop", safe / "hop2")       # a link to a link into the open folder
-    problem = trust.folder_problem(safe / "hop2")
+    problem = folder_trust.folder_problem(safe / "hop2")
     assert problem is not None and str(open_folder) in problem
-    assert trust.folder_problem(safe) is None
+    assert folder_trust.folder_problem(safe) is None
     with pytest.raises(UntrustedFolderError, match="writable by group or others"):
-        trust.make_private_folder(safe / "hop2" / "cache")
+        folder_trust.make_private_folder(safe / "hop2" / "cache")
 
 
 def _build_without_loading(scale: float, tmp_path):
