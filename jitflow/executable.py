@@ -7,20 +7,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, pipeline
-from .builder import pass_context, prepare
+from . import config, pass_context, pipeline
+from .builder import prepare
 from .builder.clock import BuildInfo
-from .cache import recipe, registrations
 from .cache.disk import Cache
-from .cache.key import compute_key, module_text, pipeline_key
+from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
+from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
 from .runtime.library_file import LibraryFile
 from .runtime.load import load_library
 from .target import TargetSpec, resolve_target
 from .toolchain import cuda as cuda_toolchain
-from .toolchain import environment
-from .toolchain.versions import tool_versions
 
 _LOADED: dict[tuple[str, str], Any] = {}   # (cache dir, key) -> runtime module, for the process
 _LOADED_LOCK = threading.Lock()
@@ -33,13 +31,16 @@ class Executable:
     changes nothing here, and the key names exactly what is built.
     """
 
-    def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: dict[str, Any]) -> None:
+    def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: BuildOptions,
+                 in_process: InProcess) -> None:
         self._mod = mod
         self.target = spec
         self.settings = settings
-        self.options = options
+        self._asked = options
+        self._in_process = in_process
         self.build_info: BuildInfo | None = None
-        self._key: tuple[str, dict[str, Any]] | None = None
+        self._options: BuildOptions | None = None
+        self._key: CacheKey | None = None
         self._module: Any = None
         self._meta: dict[str, Any] | None = None
         self._lock = threading.RLock()
@@ -54,36 +55,34 @@ class Executable:
         return self._mod.clone()
 
     @property
-    def key(self) -> str:
-        """The cache key (sha256 hex) of this module, target, options, context, environment and tools."""
-        if self._key is None:
-            if self.target.is_cuda and not self.options.get("cuda_floor"):
-                self.options["cuda_floor"] = str(cuda_toolchain.default_floor(self.settings.cuda_compiler))
-            text = module_text(self._mod)
-            versions = dict(tool_versions(self.target, self.settings.cuda_compiler), recipe=recipe.digest())
-            self._key = compute_key(text, self.target, self._key_options(text), versions)
-        return self._key[0]
+    def options(self) -> BuildOptions:
+        """The build options (a frozen jitflow.options.BuildOptions), the CUDA floor resolved: the one
+        asked for, else the device compiler's major version .0 (found on first use)."""
+        with self._lock:
+            if self._options is None:
+                options = self._asked
+                if self.target.is_cuda and options.cuda_floor is None:
+                    options = options.with_cuda_floor(cuda_toolchain.default_floor(self.settings.cuda_compiler))
+                self._options = options
+            return self._options
 
-    def _key_options(self, ir_text: str) -> dict[str, Any]:
-        opts = {k: v for k, v in self.options.items() if k not in ("pass_config", "caller_context")}
-        opts["pass_context"] = pass_context.key_of(self.options.get("caller_context"), self.options.get("pass_config"))
-        opts["registrations"] = registrations.fingerprint(ir_text, self.target.kind)
-        if self.target.is_cuda:
-            opts["cuda_compiler"] = self.settings.cuda_compiler
-            if self.settings.cuda_compiler == "nvrtc":
-                opts["environment"] = environment.nvrtc_inputs(self.options.get("device_options", ()))
-        if "relax_pipeline" in opts:
-            opts["relax_pipeline"] = pipeline_key(opts["relax_pipeline"])
-        if self.settings.cache_salt:
-            opts["salt"] = self.settings.cache_salt
-        return opts
+    @property
+    def key(self) -> str:
+        """The cache key (sha256 hex) of this module, target, options, context, environment and tools
+        (cache/key.py says what it covers). Reading it changes nothing."""
+        return self._cache_key().digest
+
+    def _cache_key(self) -> CacheKey:
+        with self._lock:
+            if self._key is None:
+                self._key = cache_key(self._mod, self.target, self.settings, self.options, self._in_process)
+            return self._key
 
     def _obtain(self) -> tuple[LibraryFile, dict[str, Any]]:
         """The verified library, held open (close it), and its metadata."""
         fresh = self._key is None        # taken now, from the module as it is now
-        key = self.key
-        library, meta, info = pipeline.obtain(key, self._key[1], self._mod, self.target, self.settings,
-                                              self.options, key_is_fresh=fresh)
+        library, meta, info = pipeline.obtain(self._cache_key(), self._mod, self.target, self.settings,
+                                              self.options, self._in_process, key_is_fresh=fresh)
         self.build_info = info
         self._meta = meta
         return library, meta
@@ -250,27 +249,30 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
-    options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options),
-               "caller_context": pass_context.caller_context()}
-    if spec.is_cuda:  # None: the compiler's major version .0, found when the key is first needed
-        options["cuda_floor"] = str(settings.cuda_floor) if settings.cuda_floor else None
+    pipeline_name, pipeline_pass = None, None
     if prepare.is_relax(mod):
-        options["relax_pipeline"] = _relax_pipeline(relax_pipeline)
+        pipeline_name, pipeline_pass = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")
-    return Executable(mod, spec, settings, options)
+    options = BuildOptions.make(pass_config, device_options, relax_pipeline=pipeline_name,
+                                # None: the compiler's major version .0, found when first needed (Executable.options)
+                                cuda_floor=settings.cuda_floor if spec.is_cuda else None)
+    return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))
 
 
-def _relax_pipeline(value: Any) -> Any:
+def _relax_pipeline(value: Any) -> tuple[str | None, Any]:
+    """relax_pipeline= as (a pipeline name, None) or (None, a tvm.transform.Pass)."""
     import tvm
 
-    if value is None or isinstance(value, tvm.transform.Pass):
-        return value
+    if value is None:
+        return DEFAULT_PIPELINE, None
+    if isinstance(value, tvm.transform.Pass):
+        return None, value
     if isinstance(value, str):
         known = sorted(tvm.relax.pipeline.PIPELINE_MAP)
         if value not in known:
             raise InvalidInputError(f"unknown Relax pipeline {value!r}; known: {', '.join(known)}")
-        return value
+        return value, None
     raise InvalidInputError(f"relax_pipeline must be a pipeline name or a tvm.transform.Pass, "
                             f"not {type(value).__name__}")
 

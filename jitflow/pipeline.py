@@ -21,28 +21,30 @@ from .cache import admin, location
 from .cache.disk import Cache
 from .cache.entry import LIBRARY
 from .cache.failed import keep_sources
-from .cache.key import ir_sha256, module_text
+from .cache.key import CacheKey, module_unchanged
 from .cache.shared.tier import Turn
 from .config import Settings
 from .errors import CacheError, CompileError, InvalidInputError
+from .options import BuildOptions, InProcess
 from .runtime.library_file import LibraryFile
 from .target import TargetSpec
 
 log = logging.getLogger("jitflow")
 
 
-def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
-           options: dict[str, Any], key_is_fresh: bool = False) -> tuple[LibraryFile, dict[str, Any], BuildInfo]:
-    """The verified library for `key`: from the cache, or built (once, under the key's lock) and stored.
+def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
+           in_process: InProcess, key_is_fresh: bool = False) -> tuple[LibraryFile, dict[str, Any], BuildInfo]:
+    """The verified library for `cache_key`: from the cache, or built (once, under the key's lock) and stored.
 
     key_is_fresh: the key was taken from `mod` just now, so a build need not take it again to check
     that the module has not changed since (a model's weights take tens of milliseconds to hash).
     """
     start = time.perf_counter()
+    key, inputs = cache_key.digest, cache_key.inputs
     info = BuildInfo(key=key, outcome="hit")
     recheck = not key_is_fresh
     if not settings.cache_enabled:
-        library, meta = _build_uncached(key, inputs, mod, spec, settings, options, info, recheck)
+        library, meta = _build_uncached(cache_key, mod, spec, settings, options, in_process, info, recheck)
         info.outcome, info.total, info.library = "built", time.perf_counter() - start, library.path
         log.info("jitflow: %s (cache disabled)", info)
         return library, meta, info
@@ -64,7 +66,7 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
                 info.outcome = "shared" if found else info.outcome
             if found is None:
                 info.outcome = "built"
-                found = _build_and_store(cache, key, inputs, mod, spec, settings, options, info, recheck)
+                found = _build_and_store(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
                 shared.share()
         if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
             admin.prune(cache, max_size=settings.cache_max_size, keep=key)
@@ -73,13 +75,14 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
     return found[0], found[1], info
 
 
-def _build_uncached(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
-                    options: dict[str, Any], info: BuildInfo, recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
+def _build_uncached(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
+                    in_process: InProcess, info: BuildInfo, recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
     """Build in a private temporary folder, removed on failure (its sources kept for the error)."""
+    key, inputs = cache_key.digest, cache_key.inputs
     folder = Path(tempfile.mkdtemp(prefix="jitflow-"))
     try:
         with _progress(key, spec, settings) as progress:
-            meta = _build(folder, mod, inputs, spec, settings, options, info, progress, recheck)
+            meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck)
         return LibraryFile.open(folder / LIBRARY), dict(_with_inputs(meta, inputs), key=key)
     except BaseException as exc:
         try:
@@ -90,13 +93,15 @@ def _build_uncached(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _build_and_store(cache: Cache, key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, settings: Settings,
-                     options: dict[str, Any], info: BuildInfo, recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
+def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,
+                     options: BuildOptions, in_process: InProcess, info: BuildInfo,
+                     recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
     """Build into a staging folder and publish it; a full disk is a CacheError that leaves nothing."""
+    key, inputs = cache_key.digest, cache_key.inputs
     try:
         with cache.staging(key) as folder, _progress(key, spec, settings) as progress:
             try:
-                meta = _build(folder, mod, inputs, spec, settings, options, info, progress, recheck)
+                meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck)
             except CompileError as exc:
                 if _out_of_space(cache.root):
                     raise
@@ -113,14 +118,14 @@ def _build_and_store(cache: Cache, key: str, inputs: dict[str, Any], mod: Any, s
                          "free space, or set JITFLOW_CACHE_DIR elsewhere or JITFLOW_CACHE=0") from None
 
 
-def _build(folder: Path, mod: Any, inputs: dict[str, Any], spec: TargetSpec, settings: Settings,
-           options: dict[str, Any], info: BuildInfo, progress: Progress, recheck: bool) -> dict[str, Any]:
+def _build(folder: Path, mod: Any, cache_key: CacheKey, spec: TargetSpec, settings: Settings, options: BuildOptions,
+           in_process: InProcess, info: BuildInfo, progress: Progress, recheck: bool) -> dict[str, Any]:
     """build_into, after checking (with `recheck`) that the module is still the one the key was taken
     from (a tensor bound in it and changed in place would otherwise be built under the old key)."""
-    if recheck and ir_sha256(module_text(mod)) != inputs.get("ir_sha256"):
+    if recheck and not module_unchanged(cache_key, mod):
         raise InvalidInputError("the module changed after its cache key was taken (a tensor bound in it was "
                                 "modified in place?); call jitflow.compile() again with the changed module")
-    return build_into(folder, mod, spec, settings, options, info.stages, progress)
+    return build_into(folder, mod, spec, settings, options, in_process, info.stages, progress)
 
 
 def _with_inputs(meta: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
