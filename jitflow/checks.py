@@ -158,9 +158,9 @@ def _cache(cache_dir: Path) -> list[Check]:
     from . import folder_trust
 
     untrusted = folder_trust.folder_problem(cache_dir)
-    if untrusted:   # jitflow refuses to load libraries from it (docs/reliability.md)
-        return [Check("cache directory", False, f"not trusted: {untrusted}",
-                      "set JITFLOW_CACHE_DIR to a folder only you can write, or fix its permissions")]
+    if untrusted:   # never read: builds use a private temporary folder instead (docs/reliability.md)
+        return [Check("cache directory", False, f"not trusted: {untrusted}; builds use a private temporary "
+                      "folder instead", "set JITFLOW_CACHE_DIR to a folder only you can write, or fix its permissions")]
     return [Check("cache directory", True, f"{cache_dir} (writable, private)")]
 
 

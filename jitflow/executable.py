@@ -10,17 +10,15 @@ from typing import Any
 from . import config, pass_context, pipeline
 from .builder import prepare
 from .builder.clock import BuildInfo
-from .cache.disk import Cache
 from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
 from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
-from .runtime.library_file import LibraryFile
 from .runtime.load import load_library
 from .target import TargetSpec, resolve_target
 from .toolchain import cuda as cuda_toolchain
 
-_LOADED: dict[tuple[str, str], Any] = {}   # (cache dir, key) -> runtime module, for the process
+_LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)
 _LOADED_LOCK = threading.Lock()
 
 
@@ -78,14 +76,21 @@ class Executable:
                 self._key = cache_key(self._mod, self.target, self.settings, self.options, self._in_process)
             return self._key
 
-    def _obtain(self) -> tuple[LibraryFile, dict[str, Any]]:
-        """The verified library, held open (close it), and its metadata."""
+    def _obtain(self) -> pipeline.Obtained:
+        """The verified library, held open, and its metadata: close it (a `with` block) when done."""
         fresh = self._key is None        # taken now, from the module as it is now
-        library, meta, info = pipeline.obtain(self._cache_key(), self._mod, self.target, self.settings,
-                                              self.options, self._in_process, key_is_fresh=fresh)
-        self.build_info = info
-        self._meta = meta
-        return library, meta
+        got = pipeline.obtain(self._cache_key(), self._mod, self.target, self.settings, self.options,
+                              self._in_process, key_is_fresh=fresh)
+        self.build_info = got.info
+        self._meta = got.meta
+        return got
+
+    def build(self) -> BuildInfo:
+        """Build the library, or find it in the cache, without loading it (no GPU or driver is
+        needed): what build_all does for each item. Returns build_info; exe.jit() afterwards is a
+        cache hit. With caching off the build is checked and thrown away."""
+        with self._lock, self._obtain() as got:
+            return got.info
 
     def jit(self, device_query: Any = None) -> Any:
         """The loaded TVM runtime module: built once, then a cache hit in every later process.
@@ -99,21 +104,15 @@ class Executable:
             memo = (str(self.settings.cache_dir), self.key)
             with _LOADED_LOCK:
                 cached = _LOADED.get(memo) if self.settings.cache_enabled else None
-            if cached is not None:
-                self._module = cached
-                self._meta = Cache(self.settings.cache_dir).read_meta(self.key)
+            if cached is not None:   # the metadata comes with it: the entry may be in the fallback folder
+                self._module, self._meta = cached
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
-                return cached
-            library, meta = self._obtain()
-            try:
-                module = load_library(library, cuda=bool(meta.get("cuda")), device_query=device_query)
-            finally:
-                library.close()
-                if not self.settings.cache_enabled:
-                    pipeline.remove_temporary(library)
+                return self._module
+            with self._obtain() as got:
+                module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
             self._module = module
             with _LOADED_LOCK:
-                _LOADED[memo] = module
+                _LOADED[memo] = (module, got.meta)
             return module
 
     @property
@@ -154,14 +153,10 @@ class Executable:
         from .report.gather import inspect_folder
 
         with self._lock:
-            library, meta = self._obtain()
-        try:
-            return inspect_folder(library.path.parent, meta, "build", str(self.build_info),
+            got = self._obtain()
+        with got:
+            return inspect_folder(got.library.path.parent, got.meta, "build", str(got.info),
                                   keep_paths=self.settings.cache_enabled)
-        finally:
-            library.close()
-            if not self.settings.cache_enabled:
-                pipeline.remove_temporary(library)
 
     def trace(self, fn: str, *args: Any, calls: int = 3, device: Any = None, memory_cfg: str | None = None) -> Any:
         """Run fn(*args) `calls` times on the GPU and report what the CUDA driver did, per call and at
@@ -179,29 +174,24 @@ class Executable:
         if not dest.parent.is_dir():
             raise InvalidInputError(f"export_library: the folder {dest.parent} does not exist")
         with self._lock:
-            library, _ = self._obtain()
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-        except OSError as exc:
-            library.close()
-            if not self.settings.cache_enabled:
-                pipeline.remove_temporary(library)
-            raise JitflowError(f"export_library: cannot write in {dest.parent}: {exc.strerror}") from None
-        try:
-            with os.fdopen(fd, "wb") as out:
-                library.copy_to(out)   # the verified bytes, whatever the cache's path holds now
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, dest)
-        except OSError as exc:
-            raise JitflowError(f"export_library: cannot write {dest}: {exc.strerror}") from None
-        finally:
-            library.close()
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            if not self.settings.cache_enabled:
-                pipeline.remove_temporary(library)
+            got = self._obtain()
+        with got:
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+            except OSError as exc:
+                raise JitflowError(f"export_library: cannot write in {dest.parent}: {exc.strerror}") from None
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    got.library.copy_to(out)   # the verified bytes, whatever the cache's path holds now
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.chmod(tmp, 0o755)
+                os.replace(tmp, dest)
+            except OSError as exc:
+                raise JitflowError(f"export_library: cannot write {dest}: {exc.strerror}") from None
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
         return dest
 
 

@@ -91,10 +91,8 @@ class Cache:
         self.staging_root = self.root / "staging"
 
     def ensure(self) -> None:
-        """Create the cache folders (private to the user) or raise CacheError naming the fix.
-
-        UntrustedFolderError (a CacheError) when a folder on the way could be changed by another
-        user: jitflow does not fall back then, the configuration must be fixed.
+        """Create the cache folders (private to the user) or raise CacheError naming the fix:
+        UntrustedFolderError (a CacheError) when a folder on the way could be changed by another user.
         """
         try:
             if os.path.lexists(self.folder):
@@ -177,6 +175,10 @@ class Cache:
         finally:
             if fd >= 0:
                 os.close(fd)
+
+    def release(self, library: LibraryFile) -> None:
+        """Done with a library found or published here: close it (the entry stays)."""
+        library.close()
 
     @contextmanager
     def lock(self, key: str, timeout: float = -1) -> Iterator[None]:
