@@ -13,10 +13,10 @@ from __future__ import annotations
 from . import errors
 from ._version import __version__
 from .builder.clock import BuildInfo
-from .builder.parallel import BuildResult, build_all
 from .config import log_level as _log_level
 from .errors import JitflowError
 from .executable import Executable, compile, load
+from .farm import BuildResult, build_all
 from .logs import configure as _configure_logging
 from .runtime.vm import load_vm
 

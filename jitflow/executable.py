@@ -44,7 +44,7 @@ class Executable:
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
-        state = "loaded" if self._module is not None else "not built"
+        state = "loaded" if self._module is not None else "built" if self.build_info is not None else "not built"
         return f"<jitflow.Executable {self.target.describe()} {state}>"
 
     @property
