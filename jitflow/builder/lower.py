@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from .. import pass_context
 from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
 from ..target import TargetSpec
-from . import pass_context, vm_blob
+from . import vm_blob
 from .host_c import host_source
 from .host_codegen import legalized_c_host
 from .prepare import check_thread_binding, is_relax
