@@ -16,11 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..formats import c_expr, lifetimes, library_blob, memory_facts, vm_program, vm_walk
+from ..formats import c_expr, elf_object, lifetimes, library_blob, memory_facts, vm_program, vm_walk
 from ..formats.c_expr import Expr
 from ..formats.memory_facts import HostFacts, MemoryFacts, StorageFact, VMFacts, Workspace
 from ..formats.vm_walk import IRSizes
-from . import blob_object
 
 _EXPORT = "__tvm_ffi_"
 _ALLOC, _FREE = "TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace"
@@ -339,7 +338,7 @@ def write(facts: MemoryFacts, folder: Path, host: str) -> Path:
     """Write the record as folder/memory.json and as an object to link into the library (returned)."""
     data = facts.to_json().encode()
     (folder / memory_facts.FILE).write_bytes(data)
-    return blob_object.note(data, memory_facts.SECTION, folder / "memory.o", host)
+    return elf_object.write(data, folder / "memory.o", host, section=memory_facts.SECTION, symbol=None)
 
 
 def keep(seen: Captured | None, blob: library_blob.LibraryBlob | None, folder: Path, kind: str,
