@@ -127,7 +127,7 @@ class Trace:
         """The trace as Chrome trace events with CUPTI's times (Perfetto, chrome://tracing): calls,
         kernels, copies, each allocation's lifetime and the device bytes in use; written to `path`
         if given."""
-        self._done
+        self._done                  # raises until the trace has finished
         doc = timeline.document(self.events, self.windows, f"jitflow trace of {self.function}")
         if path is not None:
             with open(path, "w") as f:
