@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from decimal import Decimal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,22 +51,53 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+#: the largest values the parsers accept: a size that a file or a disk can have (8 EiB), a duration of a
+#: century, a count of parallel compilers; beyond them a value is a typo, not a wish
+MAX_BYTES = 2**63 - 1
+MAX_SECONDS = 100 * 365 * 86400
+MAX_JOBS = 1024
+MAX_REMOTE_SECONDS = 86400
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+
+
+def _bounded(digits: str, scale: int, limit: float, label: str, limit_text: str) -> Decimal:
+    """digits * scale as an exact Decimal, refused (not rounded to inf, not overflowing) beyond `limit`."""
+    value = Decimal(digits) * scale
+    if value > Decimal(limit):
+        raise InvalidInputError(f"{label} is too large; at most {limit_text}")
+    return value
+
+
 def parse_size(text: str | int, what: str = "size") -> int:
-    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes."""
-    if isinstance(text, int):
+    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes (at most MAX_BYTES)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if not 0 <= text <= MAX_BYTES:
+            raise InvalidInputError(f"{what} {text!r} is out of range; give 0 to {MAX_BYTES} bytes")
         return text
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).upper() not in _SIZE_SUFFIXES:
         raise InvalidInputError(f"{what} {text!r} is not a size; use for example 2GB, 500MB or 1.5GiB")
-    return int(float(m.group(1)) * _SIZE_SUFFIXES[m.group(2).upper()])
+    return int(_bounded(m.group(1), _SIZE_SUFFIXES[m.group(2).upper()], MAX_BYTES, f"{what} {text!r}", "8 EiB"))
 
 
 def parse_duration(text: str, what: str = "duration") -> float:
-    """'30d', '12h', '90m', '45s' -> seconds."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw])\s*", str(text))
+    """'30d', '12h', '90m', '45s' -> seconds (at most a century)."""
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*([smhdw])\s*", str(text))
     if not m:
         raise InvalidInputError(f"{what} {text!r} is not a duration; use for example 30d, 12h or 90m")
-    return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    return float(_bounded(m.group(1), _DURATION_UNITS[m.group(2)], MAX_SECONDS, f"{what} {text!r}", "100 years"))
+
+
+def parse_number(text: str, what: str, maximum: float, whole: bool = False) -> float:
+    """A positive decimal number written plainly ('2', '0.5'; no exponent, inf or nan), at most `maximum`."""
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*", str(text))
+    kind = "a whole number" if whole else "a number"
+    if not m or (whole and "." in m.group(1)):
+        raise InvalidInputError(f"{what}={text!r} is not {kind}; give a positive one, at most {maximum:g}")
+    value = _bounded(m.group(1), 1, maximum, f"{what}={text!r}", f"{maximum:g}")
+    if value <= 0:
+        raise InvalidInputError(f"{what}={text!r} is not a positive number")
+    return float(value)
 
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -119,17 +151,9 @@ def _env_size(name: str, default: int) -> int:
     return parse_size(raw, name) if raw else default
 
 
-def _env_number(name: str, default: float) -> float:
+def _env_number(name: str, default: float, maximum: float, whole: bool = False) -> float:
     raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise InvalidInputError(f"{name}={raw!r} is not a positive number")
-    return value
+    return parse_number(raw, name, maximum, whole) if raw else default
 
 
 @dataclass(frozen=True)
@@ -151,8 +175,8 @@ def resolve_remote() -> RemoteSettings:
         secret=os.environ.get("JITFLOW_REMOTE_CACHE_KEY", "").strip() or None,
         unsigned=_env_bool("JITFLOW_REMOTE_CACHE_UNSIGNED", False),
         max_bytes=_env_size("JITFLOW_REMOTE_CACHE_MAX_BYTES", 64 << 20),
-        timeout=_env_number("JITFLOW_REMOTE_CACHE_TIMEOUT", 2.0),
-        lock_ttl=_env_number("JITFLOW_REMOTE_CACHE_LOCK_TTL", 30.0),
+        timeout=_env_number("JITFLOW_REMOTE_CACHE_TIMEOUT", 2.0, MAX_REMOTE_SECONDS),
+        lock_ttl=_env_number("JITFLOW_REMOTE_CACHE_LOCK_TTL", 30.0, MAX_REMOTE_SECONDS),
     )
 
 
@@ -220,9 +244,7 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     if cache_salt is not None and not isinstance(cache_salt, str):
         raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
     salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
-    jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0)
-    if jobs and jobs != int(jobs):
-        raise InvalidInputError(f"JITFLOW_BUILD_JOBS={jobs!r} is not a whole number")
+    jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0, MAX_JOBS, whole=True)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
                     cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None)

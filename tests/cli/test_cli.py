@@ -233,3 +233,11 @@ def test_warm_for_an_unknown_host_is_a_clean_usage_error(host, says):
 def test_warm_for_an_alias_of_aarch64(built):
     out = jf("warm", "--host", "arm64-linux-gnu", env=built[0])
     assert out.returncode == 0 and out.stdout.startswith("warmed zig for aarch64-linux-gnu in ")
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--max-size", "9" * 401, "--max-size '999"), ("--older-than", "9" * 401 + "s", "--older-than '999")])
+def test_prune_with_a_huge_number_is_a_usage_error(built, option, value, says):
+    out = jf("cache", "prune", option, value, "--dry-run", env=built[0])
+    assert out.returncode == 2 and no_traceback(out), out.stderr
+    assert says in out.stderr and "is too large" in out.stderr
