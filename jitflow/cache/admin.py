@@ -40,6 +40,7 @@ class EntryInfo:
     readable: bool = True
     kind: str = "?"
     archs: list[str] = field(default_factory=list)
+    problem: str | None = None    # why its metadata cannot be used (it is refused, rebuilt when next used)
 
     def to_json(self) -> dict[str, Any]:
         """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
@@ -47,7 +48,8 @@ class EntryInfo:
         return {"key": self.key, "path": str(self.path), "size": self.size, "created": self.created,
                 "last_used": self.last_used, "functions": self.functions, "readable": known,
                 "kind": self.kind if known else None, "archs": self.archs,
-                "host": self.host if known and self.host != "?" else None, "target": self.target if known else None}
+                "host": self.host if known and self.host != "?" else None, "target": self.target if known else None,
+                "problem": self.problem}
 
 
 #: Why prune removed an entry: unused for longer than older_than, or least recently used over the cap.
@@ -86,7 +88,7 @@ def entries(cache: Cache) -> list[EntryInfo]:
         if not shard.is_dir():
             continue
         for entry in sorted(shard.iterdir()):
-            meta = Entry(entry).read_meta() if entry.is_dir() else None
+            meta, problem = Entry(entry).meta_and_problem() if entry.is_dir() else (None, "not a folder")
             try:
                 used = Entry(entry).used.stat().st_mtime
             except OSError:
@@ -98,7 +100,7 @@ def entries(cache: Cache) -> list[EntryInfo]:
                 functions=list(meta.get("functions", [])) if meta else [],
                 target=target_text(target, host=False) if target else "?",
                 host=target.get("host") or "?", readable=meta is not None,
-                kind=target.get("kind") or "?", archs=list(target.get("archs") or [])))
+                kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem))
     return found
 
 

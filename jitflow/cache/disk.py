@@ -25,7 +25,8 @@ from typing import Any, Iterator
 from ..errors import CacheError, UntrustedFolderError
 from ..runtime.library_file import LibraryFile
 from . import trust
-from .entry import FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem
+from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
+                    read_meta_file)
 
 log = logging.getLogger("jitflow")
 
@@ -153,13 +154,8 @@ class Cache:
             except FileNotFoundError:
                 raise _Refused("no metadata") from None
             with os.fdopen(meta_fd, "rb") as f:
-                try:
-                    meta = json.loads(f.read())
-                except ValueError:
-                    raise _Refused("unreadable metadata") from None
-            if not isinstance(meta, dict):
-                raise _Refused("unreadable metadata")
-            problem = meta_problem(meta, key, expect)
+                meta, problem = read_meta_file(f)
+            problem = problem or meta_problem(meta, key, expect)
             if problem:
                 raise _Refused(problem)
             try:

@@ -5,7 +5,8 @@ import argparse
 from typing import Any
 
 from . import cache_prune
-from .cache_common import ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, open_cache
+from .cache_common import (ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, note_refused,
+                           open_cache)
 from .exit_codes import EXIT_NO, EXIT_OK
 from .output import dumps, human_size, table
 
@@ -41,6 +42,7 @@ def run_ls(args: argparse.Namespace) -> int:
         print(f"no entries in {settings.cache_dir}")
     else:
         print("\n".join(table(ENTRY_HEADER, [entry_row(e) for e in rows], right=[SIZE_COLUMN])))
+    note_refused(rows)
     return EXIT_OK
 
 
@@ -60,6 +62,7 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
     from ..checks import cache_dir_problem
 
     rows = entries(cache)
+    note_refused(rows)
     hosts: dict[str, dict[str, int]] = {}
     for e in rows:
         per_host = hosts.setdefault(e.host, {"entries": 0, "size": 0})

@@ -241,3 +241,15 @@ def test_prune_with_a_huge_number_is_a_usage_error(built, option, value, says):
     out = jf("cache", "prune", option, value, "--dry-run", env=built[0])
     assert out.returncode == 2 and no_traceback(out), out.stderr
     assert says in out.stderr and "is too large" in out.stderr
+
+
+def test_admin_commands_list_an_entry_with_wrong_typed_metadata_with_a_note(scratch):
+    env, cache, keys = scratch
+    meta_path = entry_folder(cache, keys[0]) / "meta.json"
+    meta_path.write_text(json.dumps(dict(json.loads(meta_path.read_text()), created="yesterday", functions=5)))
+    for args in (["ls"], ["ls", "--json"], ["info"], ["prune", "--dry-run"]):
+        out = jf("cache", *args, env=env)
+        assert out.returncode == 0 and no_traceback(out), (args, out.stderr)
+        assert f"note: entry {keys[0][:12]} is refused (metadata field 'created'" in out.stderr, args
+    (row,) = [e for e in json.loads(jf("cache", "ls", "--json", env=env).stdout)["entries"] if e["key"] == keys[0]]
+    assert not row["readable"] and "created" in row["problem"]
