@@ -186,6 +186,38 @@ def test_entry_checks_refuse_every_kind_of_damage(tier, tmp_path):
     assert remote_entry.pack(entry, key, SECRET, 1000) is None
 
 
+def _unsigned_entry(key: str, head: bytes, payload: bytes = b"") -> bytes:
+    body = len(head).to_bytes(4, "big") + head + payload
+    return remote_entry.MAGIC + bytes(remote_entry.MAC_SIZE) + body
+
+
+@pytest.mark.parametrize("header", ["a size of 1e400", "nested 100000 deep", "a meta field of the wrong type"])
+def test_an_unsigned_entry_with_a_hostile_header_is_a_miss_with_one_warning(tier, tmp_path, monkeypatch, caplog,
+                                                                             header):
+    scale = {"a size of 1e400": 45.0, "nested 100000 deep": 46.0, "a meta field of the wrong type": 47.0}[header]
+    key = key_of(scale)
+    meta = {"key": key, "format": 1, "so_size": 3, "so_sha256": hashlib.sha256(b"abc").hexdigest()}
+    files = [["lib.so", 3, meta["so_sha256"]]]
+    if header == "a size of 1e400":
+        head = json.dumps({"key": key, "format": 1, "meta": meta, "files": [["lib.so", 1e400, "0"]]}).encode()
+    elif header == "nested 100000 deep":
+        head = json.dumps({"key": key, "format": 1, "meta": meta, "files": files})[:-1].encode()
+        head += b', "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    else:
+        head = json.dumps({"key": key, "format": 1, "meta": dict(meta, created="yesterday"), "files": files}).encode()
+    blob = _unsigned_entry(key, head, b"abc")
+    with pytest.raises(RemoteEntryError, match="unreadable header"):
+        remote_entry.unpack(blob, key, None)
+    monkeypatch.delenv("JITFLOW_REMOTE_CACHE_KEY")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_UNSIGNED", "1")
+    tier.admin().set(f"jitflow:v1:entry:{key}", blob)
+    caplog.set_level(logging.WARNING, "jitflow")
+    assert run_kernel(scale, tmp_path / "a") == "built"
+    refused = [r.getMessage() for r in caplog.records if "refused shared entry" in r.getMessage()]
+    assert len(refused) == 1 and "unreadable header" in refused[0], refused
+    assert remote_cache.stats()["refusals"] == 1
+
+
 # --- sharing ----------------------------------------------------------------------------------
 
 def test_two_nodes_share_one_build(tier, tmp_path):
