@@ -161,6 +161,7 @@ class RemoteSettings:
     """The shared cache tier (JITFLOW_REMOTE_CACHE*); `url` None means there is none."""
 
     url: str | None = field(default=None, repr=False)  # may hold the tier's password
+    url_problem: str | None = None      # why `url` cannot name a tier (the tier is then off), or None
     secret: str | None = field(default=None, repr=False)
     unsigned: bool = False
     max_bytes: int = 64 << 20
@@ -168,10 +169,33 @@ class RemoteSettings:
     lock_ttl: float = 30.0
 
 
+def remote_url_problem(url: str | None) -> str | None:
+    """Why JITFLOW_REMOTE_CACHE cannot name a tier (a port out of range, a malformed IPv6 host), in
+    words that never repeat its password; None when it can, is unset, or is a module:Class."""
+    if not url or "://" not in url:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port, _host = parts.port, parts.hostname
+    except ValueError as exc:
+        why = str(exc)
+        if "Port" in why:
+            return "JITFLOW_REMOTE_CACHE has a port that is not a number from 1 to 65535"
+        if "IPv6" in why or "address" in why:
+            return "JITFLOW_REMOTE_CACHE has a host that is not a valid address (IPv6 hosts go in brackets: [::1])"
+        return "JITFLOW_REMOTE_CACHE is not a valid URL"
+    if port == 0:
+        return "JITFLOW_REMOTE_CACHE has a port that is not a number from 1 to 65535"
+    return None
+
+
 def resolve_remote() -> RemoteSettings:
     """The shared tier's settings from the JITFLOW_REMOTE_CACHE* variables."""
+    url = os.environ.get("JITFLOW_REMOTE_CACHE", "").strip() or None
     return RemoteSettings(
-        url=os.environ.get("JITFLOW_REMOTE_CACHE", "").strip() or None,
+        url=url, url_problem=remote_url_problem(url),
         secret=os.environ.get("JITFLOW_REMOTE_CACHE_KEY", "").strip() or None,
         unsigned=_env_bool("JITFLOW_REMOTE_CACHE_UNSIGNED", False),
         max_bytes=_env_size("JITFLOW_REMOTE_CACHE_MAX_BYTES", 64 << 20),

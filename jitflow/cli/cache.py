@@ -78,7 +78,9 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
         from ..cache.shared.stats import COUNTERS, machine_stats
 
         counts = machine_stats(cache.root)
-        shared = {"url": _without_password(settings.remote.url), "counters": {n: counts.get(n, 0) for n in COUNTERS}}
+        problem = settings.remote.url_problem
+        shared = {"url": None if problem else _without_password(settings.remote.url), "problem": problem,
+                  "counters": {n: counts.get(n, 0) for n in COUNTERS}}
     return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "entries_folder": str(cache.root),
             "enabled": settings.cache_enabled,
             "problem": cache_dir_problem(settings.cache_dir) if settings.cache_enabled else None,
@@ -108,7 +110,8 @@ def run_info(args: argparse.Namespace) -> int:
         if d["shared"]:
             shown = ", ".join(f"{name} {d['shared']['counters'][name]}"
                               for name in ("hits", "misses", "refusals", "stored"))
-            lines.append(("shared", f"{d['shared']['url']} ({shown}, on this machine)"))
+            where = d["shared"]["url"] or f"off: {d['shared']['problem']}"
+            lines.append(("shared", f"{where} ({shown}, on this machine)"))
         width = max(len(name) for name, _ in lines) + 2
         print("\n".join(f"{name + ':':<{width}}{value}" for name, value in lines))
     return EXIT_NO if d["problem"] else EXIT_OK

@@ -253,3 +253,19 @@ def test_admin_commands_list_an_entry_with_wrong_typed_metadata_with_a_note(scra
         assert f"note: entry {keys[0][:12]} is refused (metadata field 'created'" in out.stderr, args
     (row,) = [e for e in json.loads(jf("cache", "ls", "--json", env=env).stdout)["entries"] if e["key"] == keys[0]]
     assert not row["readable"] and "created" in row["problem"]
+
+
+@pytest.mark.parametrize("url, says", [
+    ("redis://jitflow:s3cret@127.0.0.1:99999/0", "a port that is not a number from 1 to 65535"),
+    ("redis://jitflow:s3cret@[::1/0", "a host that is not a valid address"),
+    ("redis://jitflow:s3cret@[zz::1]:6379/0", "a host that is not a valid address")])
+def test_doctor_and_cache_info_say_what_is_wrong_with_the_shared_tiers_url(built, url, says):
+    env = dict(built[0], JITFLOW_REMOTE_CACHE=url, JITFLOW_REMOTE_CACHE_KEY="k")
+    doctor = jf("doctor", "--cpu", env=env)
+    assert doctor.returncode == 0 and no_traceback(doctor), doctor.stderr
+    assert f"[--] JITFLOW_REMOTE_CACHE has {says}" in doctor.stdout and "s3cret" not in doctor.stdout
+    info = jf("cache", "info", env=env)
+    assert info.returncode == 0 and no_traceback(info), info.stderr
+    assert f"shared:    off: JITFLOW_REMOTE_CACHE has {says}" in info.stdout and "s3cret" not in info.stdout
+    shared = json.loads(jf("cache", "info", "--json", env=env).stdout)["shared"]
+    assert shared["url"] is None and says in shared["problem"]

@@ -115,6 +115,9 @@ def check(settings: RemoteSettings | None = None) -> list[Check]:
     settings = settings or resolve_remote()
     if not settings.url:
         return [shared_check(True, "shared cache tier: not configured (JITFLOW_REMOTE_CACHE unset); local cache only")]
+    if settings.url_problem:
+        return [shared_check(False, settings.url_problem, "write JITFLOW_REMOTE_CACHE as redis://USER:PASSWORD@host:6379/0 "
+                             "(cache/README.md)"), _signing_check(settings)]
     try:
         backend = open_backend(settings.url, settings.timeout)
     except RemoteCacheError as exc:

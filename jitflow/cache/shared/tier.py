@@ -84,10 +84,12 @@ class Tier:
     def __init__(self, settings: RemoteSettings) -> None:
         self.settings = settings
         self.secret = settings.secret
-        self.usable = bool(settings.secret or settings.unsigned)
+        self.usable = bool(settings.secret or settings.unsigned) and not settings.url_problem
         self.off_until = 0.0
         self._backend: RemoteBackend | None = None
-        if not self.usable:
+        if settings.url_problem:
+            _warn_once("jitflow: %s; the shared cache tier is off, builds use the local cache only", settings.url_problem)
+        elif not self.usable:
             _warn_once("jitflow: JITFLOW_REMOTE_CACHE is set but JITFLOW_REMOTE_CACHE_KEY is not: the shared tier "
                        "is off (set the same key on every node, or JITFLOW_REMOTE_CACHE_UNSIGNED=1 to accept "
                        "unsigned entries at your own risk)")

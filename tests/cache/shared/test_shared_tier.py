@@ -413,6 +413,15 @@ def test_redis_stopped_mid_run_builds_go_on_locally(cache_dir, tmp_path, monkeyp
         server.close()
 
 
+def test_a_malformed_tier_url_means_local_builds_and_one_warning(cache_dir, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE", "redis://jitflow:s3cret@127.0.0.1:99999/0")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    caplog.set_level(logging.WARNING, "jitflow")
+    assert run_kernel(48.0, tmp_path / "a") == "built" and run_kernel(49.0, tmp_path / "a") == "built"
+    (warning,) = tier_warnings(caplog)
+    assert "port that is not a number from 1 to 65535" in warning and "s3cret" not in warning
+
+
 def test_slow_tier_gives_up_after_the_timeout(cache_dir, tmp_path, monkeypatch, caplog):
     _need_redis()
     with socket.socket() as black_hole:  # accepts connections, never answers
