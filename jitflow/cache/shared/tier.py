@@ -88,7 +88,8 @@ class Tier:
         self.off_until = 0.0
         self._backend: RemoteBackend | None = None
         if settings.url_problem:
-            _warn_once("jitflow: %s; the shared cache tier is off, builds use the local cache only", settings.url_problem)
+            _warn_once("jitflow: %s; the shared cache tier is off, builds use the local cache only",
+                       settings.url_problem)
         elif not self.usable:
             _warn_once("jitflow: JITFLOW_REMOTE_CACHE is set but JITFLOW_REMOTE_CACHE_KEY is not: the shared tier "
                        "is off (set the same key on every node, or JITFLOW_REMOTE_CACHE_UNSIGNED=1 to accept "
@@ -103,7 +104,7 @@ class Tier:
             return _FAILED
         try:
             if self._backend is None:
-                self._backend = open_backend(self.settings.url or "", self.settings.timeout)
+                self._backend = open_backend(self.settings.url or "", self.settings.timeout, self.settings.max_bytes)
             return getattr(self._backend, op)(*args, **kwargs)
         except Exception as exc:
             count("errors")

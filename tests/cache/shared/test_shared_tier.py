@@ -439,6 +439,81 @@ def test_slow_tier_gives_up_after_the_timeout(cache_dir, tmp_path, monkeypatch, 
         assert len(tier_warnings(caplog)) == 1 and remote_cache.stats()["errors"] == 1
 
 
+class TrickleServer:
+    """Just enough of a Redis server: +OK to every command (HELLO aside), and to GET a value of `size` bytes sent
+    `chunk` bytes at a time, `pause` seconds apart. Counts what it sent, and whether it got it all out."""
+
+    def __init__(self, size: int, chunk: int, pause: float) -> None:
+        self.size, self.chunk, self.pause = size, chunk, pause
+        self.sent, self.finished, self.closed = 0, False, threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _command(self, f) -> list[bytes] | None:
+        line = f.readline()
+        if not line.startswith(b"*"):
+            return None
+        args = []
+        for _ in range(int(line[1:])):
+            length = int(f.readline()[1:])
+            args.append(f.read(length + 2)[:-2])
+        return args
+
+    def _serve(self, conn) -> None:
+        with conn, conn.makefile("rb") as f:
+            try:
+                while (args := self._command(f)) is not None:
+                    if args[0].upper() == b"HELLO":    # clients that speak RESP3 ask for it first
+                        conn.sendall(b"%1\r\n+proto\r\n:3\r\n")
+                        continue
+                    if args[0].upper() != b"GET":
+                        conn.sendall(b"+OK\r\n")
+                        continue
+                    conn.sendall(b"$%d\r\n" % self.size)
+                    for _ in range(0, self.size, self.chunk):
+                        if self.closed.wait(self.pause):
+                            return
+                        conn.sendall(b"x" * self.chunk)
+                        self.sent += self.chunk
+                    conn.sendall(b"\r\n")
+                    self.finished = True
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.closed.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize("answer", ["one byte at a time", "a 64 MiB value"])
+def test_a_trickling_or_flooding_tier_is_cut_off_per_request(cache_dir, tmp_path, monkeypatch, caplog, answer):
+    """Each request has a deadline as a whole (not only each read) and a cap on the bytes it takes in."""
+    _need_redis()   # the redis client package
+    slow = answer == "one byte at a time"
+    server = TrickleServer(size=100, chunk=1, pause=0.2) if slow else TrickleServer(64 << 20, 1 << 20, 0)
+    try:
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE", server.url)
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_TIMEOUT", "1")
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_MAX_BYTES", "1MiB")
+        caplog.set_level(logging.WARNING, "jitflow")
+        assert run_kernel(50.0 if slow else 51.0, tmp_path / "a") == "built"
+        assert not server.finished and server.sent < (100 if slow else 16 << 20)
+        (warning,) = tier_warnings(caplog)
+        assert ("no complete answer within the timeout" if slow else "larger than 1114112 bytes") in warning
+    finally:
+        server.close()
+
+
 def test_full_tier_refusing_writes_still_builds(tier, tmp_path, caplog):
     admin = tier.admin()
     admin.config_set("maxmemory-policy", "noeviction")
