@@ -4,7 +4,10 @@ another node builds the key, or take the cluster build lock and share what was b
 Anyone who can write to the tier can set a lock, with or without an expiry. So a node waits on a
 held lock only while a signed heartbeat says a builder is alive: the lock's holder writes one
 (HMAC with the shared key over the key and the time) when it takes the lock and at each renewal.
-Without a fresh, valid heartbeat a node waits at most the lock's TTL, then builds itself.
+A node waits at most the lock's TTL past the moment it first found the lock held, or past the
+time in the newest valid heartbeat it has read, whichever is later (LockWatch): a heartbeat
+replayed after its builder died carries its old time and extends nothing. Without a key nothing
+can be proven (anyone can write a heartbeat), so a node never waits longer than the TTL.
 
 Every request goes through `Tier.call`, which turns any failure into local-only behaviour: one
 warning per process, then the tier is left alone for RETRY_AFTER seconds. Nothing here raises.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import os
 import socket
 import threading
@@ -65,17 +69,38 @@ def heartbeat(secret: str | None, key: str, now: float | None = None) -> bytes:
     return stamp + b" " + _heartbeat_mac(secret, key, stamp)
 
 
-def heartbeat_is_fresh(value: bytes | None, secret: str | None, key: str, ttl: float) -> bool:
-    """Whether `value` is a validly signed heartbeat for `key` from within `ttl` seconds of now
-    (either way: the clocks of two nodes may differ a little)."""
-    if not isinstance(value, bytes) or b" " not in value:
-        return False
+def heartbeat_time(value: bytes | None, secret: str, key: str) -> float | None:
+    """The time a validly signed heartbeat for `key` says its builder was alive, or None."""
+    if not isinstance(value, bytes) or b" " not in value or len(value) > 200:
+        return None
     stamp, mac = value.split(b" ", 1)
     try:
         when = float(stamp)
     except ValueError:
-        return False
-    return hmac.compare_digest(mac, _heartbeat_mac(secret, key, stamp)) and abs(time.time() - when) <= ttl
+        return None
+    if not (math.isfinite(when) and hmac.compare_digest(mac, _heartbeat_mac(secret, key, stamp))):
+        return None
+    return when
+
+
+class LockWatch:
+    """Whether a node should go on waiting on a cluster lock that another holds.
+
+    It waits until `ttl` seconds after it first saw the lock held, or after the newest time a
+    heartbeat signed with the key vouches for, whichever is later. A replayed heartbeat vouches for
+    its old time only; one dated more than `ttl` ahead is refused (no clock is that far off).
+    Without a key no heartbeat counts: the wait is the TTL at most.
+    """
+
+    def __init__(self, secret: str | None, key: str, ttl: float, now: float) -> None:
+        self.secret, self.key, self.ttl = secret, key, ttl
+        self.until = now + ttl
+
+    def still_waiting(self, beat: bytes | None, now: float) -> bool:
+        when = heartbeat_time(beat, self.secret, self.key) if self.secret else None
+        if when is not None and when <= now + self.ttl:
+            self.until = max(self.until, when + self.ttl)
+        return now <= self.until
 
 
 class Tier:
@@ -140,6 +165,8 @@ class _Renewer(threading.Thread):
         self.done = threading.Event()
 
     def beat(self) -> None:
+        if not self.tier.secret:
+            return   # nobody can check an unsigned heartbeat: waiting nodes ignore them
         ttl = self.tier.settings.lock_ttl
         self.tier.call("put", self.alive_name, heartbeat(self.tier.secret, self.key), ttl=ttl)
 
@@ -203,7 +230,7 @@ class Turn:
         if tier is None or not tier.available():
             return None
         deadline, waiting = time.monotonic() + WAIT_LIMIT, False
-        unproven_since: float | None = None   # since when the lock is held without a fresh heartbeat
+        watch: LockWatch | None = None   # made when this node first finds the lock held by another
         while tier.available():
             found = self._load()
             if found is not None:
@@ -220,16 +247,13 @@ class Turn:
                 if found is not None:
                     return found
                 break
-            now = time.monotonic()
-            if heartbeat_is_fresh(tier.call("get", self.alive_name), tier.secret, self.key, tier.settings.lock_ttl):
-                unproven_since = None
-            elif unproven_since is None:
-                unproven_since = now
-            elif now - unproven_since > tier.settings.lock_ttl:
+            now = time.time()
+            watch = watch or LockWatch(tier.secret, self.key, tier.settings.lock_ttl, now)
+            if not watch.still_waiting(tier.call("get", self.alive_name), now):
                 log.warning("jitflow: the shared build lock of %s is held with no sign of a live builder for "
                             "%.0f s (its lock TTL); building here", self.key[:12], tier.settings.lock_ttl)
                 break
-            if now > deadline:
+            if time.monotonic() > deadline:
                 log.warning("jitflow: waited %.0f s for another node to build %s; building here",
                             WAIT_LIMIT, self.key[:12])
                 break

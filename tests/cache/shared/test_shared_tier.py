@@ -380,12 +380,56 @@ def test_a_lock_set_by_anyone_blocks_a_build_no_longer_than_the_lock_ttl(tier, t
 
 def test_a_live_builders_heartbeat_is_signed_and_fresh(tier):
     key = key_of(43.0)
-    beat = remote_tier.heartbeat(SECRET, key)
-    assert remote_tier.heartbeat_is_fresh(beat, SECRET, key, 5)
-    assert not remote_tier.heartbeat_is_fresh(beat, "another key", key, 5)
-    assert not remote_tier.heartbeat_is_fresh(beat, SECRET, key_of(44.0), 5)
-    assert not remote_tier.heartbeat_is_fresh(remote_tier.heartbeat(SECRET, key, time.time() - 60), SECRET, key, 5)
-    assert not remote_tier.heartbeat_is_fresh(b"garbage", SECRET, key, 5)
+    now = time.time()
+    beat = remote_tier.heartbeat(SECRET, key, now)
+    assert remote_tier.heartbeat_time(beat, SECRET, key) == pytest.approx(now, abs=0.001)
+    for wrong in (remote_tier.heartbeat_time(beat, "another key", key), remote_tier.heartbeat_time(beat, SECRET,
+                  key_of(44.0)), remote_tier.heartbeat_time(b"garbage", SECRET, key),
+                  remote_tier.heartbeat_time(b"nan " + beat.split(b" ")[1], SECRET, key)):
+        assert wrong is None
+
+
+def _waited(secret, beats, ttl=10.0, step=0.5):
+    """How long LockWatch lets a node wait when, at each poll (every `step` s from 0), it reads beats(t)."""
+    watch, t = remote_tier.LockWatch(secret, "k" * 64, ttl, 0.0), 0.0
+    while watch.still_waiting(beats(t), t):
+        t += step
+        assert t < 100 * ttl, "waits for ever"
+    return t
+
+
+def test_only_fresh_signed_heartbeats_extend_the_wait_and_a_replay_never_does():
+    key = "k" * 64
+    genuine = lambda t: remote_tier.heartbeat(SECRET, key, t)   # noqa: E731 - a builder beating as it goes
+    assert _waited(SECRET, lambda t: None) == 10.5                       # nobody vouches: the TTL
+    assert _waited(SECRET, lambda t: genuine(t) if t < 30 else None) == 40.0   # last beat at 29.5 s
+    replay = genuine(0.0)                                                 # captured once, replayed for ever
+    assert _waited(SECRET, lambda t: replay) == 10.5
+    assert _waited(SECRET, lambda t: remote_tier.heartbeat(SECRET, key, t + 60)) == 10.5   # dated far ahead
+    # without a key anyone can write a heartbeat, so none counts: never longer than the TTL
+    assert _waited(None, lambda t: remote_tier.heartbeat(None, key, t)) == 10.5
+
+
+def test_forged_heartbeats_kept_fresh_delay_an_unsigned_build_no_longer_than_the_ttl(tier, tmp_path, monkeypatch):
+    """Without a key anyone can write a heartbeat: a node that believed them would wait for ever."""
+    key, admin = key_of(52.0), tier.admin()
+    monkeypatch.delenv("JITFLOW_REMOTE_CACHE_KEY")
+    admin.set(f"jitflow:v1:lock:{key}", b"someone")                  # no expiry
+    stop = threading.Event()
+
+    def keep_beating() -> None:
+        while not stop.wait(0.1):
+            admin.set(f"jitflow:v1:alive:{key}", remote_tier.heartbeat(None, key))
+
+    beater = threading.Thread(target=keep_beating, daemon=True)
+    beater.start()
+    try:
+        env = node_env(tmp_path, "a", JITFLOW_REMOTE_CACHE_LOCK_TTL="2", JITFLOW_REMOTE_CACHE_UNSIGNED="1")
+        proc = run_python(node_code(52.0), env=env, timeout=60)
+    finally:
+        stop.set()
+        beater.join()
+    assert proc.stdout.split()[0] == "built" and "no sign of a live builder" in proc.stderr
 
 
 # --- the tier never fails a build -------------------------------------------------------------
