@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, pipeline
+from . import config, export_path, pipeline
 from .builder import pass_context, prepare
 from .builder.clock import BuildInfo
 from .cache import recipe, registrations
@@ -174,11 +174,7 @@ class Executable:
 
     def export_library(self, path: str | os.PathLike) -> Path:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
-        dest = Path(path).expanduser().absolute()
-        if dest.is_dir():
-            raise InvalidInputError(f"export_library: {dest} is a directory; give a file name such as kernel.so")
-        if not dest.parent.is_dir():
-            raise InvalidInputError(f"export_library: the folder {dest.parent} does not exist")
+        dest = export_path.destination(path)   # a regular file or a new name, in a folder that exists
         with self._lock:
             library, _ = self._obtain()
         try:
