@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from .disk import Cache
 from .entry import Entry, discard, target_of, target_text
+from .key_lock import LockTimeout
 
 log = logging.getLogger("jitflow")
 #: entries younger than this are never evicted: another process may be about to load them.
@@ -106,8 +107,6 @@ def entries(cache: Cache) -> list[EntryInfo]:
 
 def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | None:
     """Why remove_entry would keep this entry now (KEPT_RECENT, KEPT_BUILDING, KEPT_GONE), or None."""
-    from filelock import Timeout
-
     try:
         published = cache.entry_dir(key).stat().st_mtime
     except OSError:
@@ -117,7 +116,7 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
     try:
         with cache.lock(key, timeout=0):
             return None
-    except Timeout:
+    except LockTimeout:
         return KEPT_BUILDING
     except OSError:
         return KEPT_ERROR
@@ -125,8 +124,6 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
 
 def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
     """Remove one entry unless it is being built or was just published; True if removed."""
-    from filelock import Timeout
-
     entry = cache.entry_dir(key)
     try:
         with cache.lock(key, timeout=0):
@@ -138,7 +135,7 @@ def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
                 return False
             discard(entry, cache.staging_root)
         return True
-    except Timeout:
+    except LockTimeout:
         return False
     except OSError as exc:
         log.warning("jitflow: could not remove cache entry %s: %s", key[:12], exc)

@@ -20,11 +20,11 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ContextManager, Iterator
 
 from ..errors import CacheError, UntrustedFolderError
 from ..runtime.library_file import LibraryFile
-from . import trust
+from . import key_lock, trust
 from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
                     read_meta_file)
 
@@ -174,13 +174,10 @@ class Cache:
             if fd >= 0:
                 os.close(fd)
 
-    @contextmanager
-    def lock(self, key: str, timeout: float = -1) -> Iterator[None]:
-        """Hold the per-key build lock (released by the OS if the holder dies)."""
-        from filelock import FileLock
-
-        with FileLock(str(self.locks / f"{key}.lock"), timeout=timeout):
-            yield
+    def lock(self, key: str, timeout: float = -1) -> ContextManager[None]:
+        """Hold the per-key build lock (freed by the OS when the holder dies; key_lock.py says why
+        a record lock); LockTimeout when not had within `timeout` seconds (< 0: wait for ever)."""
+        return key_lock.hold(self.locks / f"{key}.lock", timeout)
 
     @contextmanager
     def staging(self, key: str) -> Iterator[Path]:

@@ -145,7 +145,7 @@ def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):
 
 
 def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
-    from filelock import FileLock
+    from jitflow.cache.disk import Cache
 
     env, cache, (x86, arm) = scratch
     _age(cache, x86, 5 * 86400)
@@ -159,7 +159,7 @@ def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
     assert arm[:12] in lines[5] and re.search(r"published \d+ s ago: entries younger than 1 min are kept", lines[5])
     assert not entry_folder(cache, x86).exists() and entry_folder(cache, arm).is_dir()
     _age(cache, arm, 3600)
-    with FileLock(str(cache / "v1" / "locks" / f"{arm}.lock")):     # another process is rebuilding it
+    with Cache(cache).lock(arm):     # another process is rebuilding it
         d = json.loads(jf("cache", "prune", "--max-size", "0", "--json", env=env).stdout)
     assert d["removed"] == [] and [(e["key"], e["reason"]) for e in d["kept"]] == [(arm, "building")]
     assert jf("cache", "prune", env=env).stdout.startswith("nothing to remove: ")
