@@ -205,6 +205,42 @@ def resolve_remote() -> RemoteSettings:
 
 
 @dataclass(frozen=True)
+class TvmCudaSettings:
+    """TVM's CUDA compiler variables as TVM reads them (flags shell-split, the others as set)."""
+
+    nvrtc_extra: tuple[str, ...] = ()
+    ptxas_reg_level: int | None = None
+    ptxas_extra: tuple[str, ...] = ()
+    nvcc_no_fast_math: bool = False
+    compile_mode: str | None = None
+
+
+def _env_flags(name: str) -> tuple[str, ...]:
+    import shlex
+
+    raw = os.environ.get(name, "").strip()
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise InvalidInputError(f"{name}={raw!r} cannot be read as flags ({exc}); quote them as a shell "
+                                "would") from None
+
+
+def resolve_tvm_cuda() -> TvmCudaSettings:
+    """TVM_CUDA_* from the environment (TVM's own meaning: any TVM_CUDA_NVCC_NO_FAST_MATH turns fast math off)."""
+    raw_level = os.environ.get("TVM_CUDA_PTXAS_REG_LEVEL", "").strip()
+    if raw_level and not (raw_level.isdigit() and 0 <= int(raw_level) <= 10):
+        raise InvalidInputError(f"TVM_CUDA_PTXAS_REG_LEVEL={raw_level!r} is not a register usage level from 0 "
+                                "to 10 (ptxas --register-usage-level)")
+    mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "").strip().lower()
+    return TvmCudaSettings(nvrtc_extra=_env_flags("TVM_CUDA_NVRTC_EXTRA_OPTS"),
+                           ptxas_reg_level=int(raw_level) if raw_level else None,
+                           ptxas_extra=_env_flags("TVM_CUDA_PTXAS_EXTRA_OPTS"),
+                           nvcc_no_fast_math=bool(os.environ.get("TVM_CUDA_NVCC_NO_FAST_MATH")),
+                           compile_mode=mode or None)
+
+
+@dataclass(frozen=True)
 class Settings:
     """The resolved configuration of one build."""
 
@@ -218,6 +254,7 @@ class Settings:
     cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
     cache_salt: str = ""
     build_jobs: int | None = None       # None: the usable cores (builder/host_compile.py)
+    tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda_flags.py)
 
 
 def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
@@ -271,4 +308,5 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0, MAX_JOBS, whole=True)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
-                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None)
+                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None,
+                    tvm_cuda=resolve_tvm_cuda())

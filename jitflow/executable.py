@@ -70,8 +70,9 @@ class Executable:
         opts["registrations"] = registrations.fingerprint(ir_text, self.target.kind)
         if self.target.is_cuda:
             opts["cuda_compiler"] = self.settings.cuda_compiler
-            if self.settings.cuda_compiler == "nvrtc":
-                opts["environment"] = environment.nvrtc_inputs(self.options.get("device_options", ()))
+            opts["environment"] = environment.compiler_inputs(self.settings.cuda_compiler,
+                                                              self.options.get("device_options", ()),
+                                                              self.settings.tvm_cuda)
         if "relax_pipeline" in opts:
             opts["relax_pipeline"] = pipeline_key(opts["relax_pipeline"])
         if self.settings.cache_salt:
@@ -209,7 +210,7 @@ def _has_function(module: Any, name: str) -> bool:
         return False
 
 
-def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | None = None,
+def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None = None,
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
@@ -217,7 +218,8 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
-    target: "cuda", "c", a dict or a tvm.target.Target.
+    target: "cuda", "c" ("llvm" is built as "c"), a dict or a tvm.target.Target; default the
+    tvm.target.Target entered around this call (`with tvm.target.Target(...)`), else "cuda".
     arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU;
     "portable": SASS for each GPU generation the compiler supports and PTX for the oldest.
     cuda_floor: the oldest driver (CUDA version, "13.0") the library must load on; it decides the

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .builder import pass_context
 from .builder.clock import BuildInfo, Clock
 from .builder.progress import Progress
 from .builder.steps import build_into
@@ -39,6 +40,7 @@ def obtain(key: str, inputs: dict[str, Any], mod: Any, spec: TargetSpec, setting
     that the module has not changed since (a model's weights take tens of milliseconds to hash).
     """
     start = time.perf_counter()
+    pass_context.warn_if_entered_late(options.get("caller_context"))
     info = BuildInfo(key=key, outcome="hit")
     recheck = not key_is_fresh
     if not settings.cache_enabled:

@@ -15,7 +15,7 @@ from ..cache.entry import Entry
 from ..config import Settings
 from ..errors import CompileError
 from ..target import TargetSpec, cuda_floor
-from ..toolchain import host_libs, link, zig_cache
+from ..toolchain import cuda, cuda_flags, host_libs, link, zig_cache
 from . import blob_object, host_c, lower, pack
 from .clock import Clock
 from .device_compile import compile_device
@@ -48,7 +48,8 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
         cu.write_text(dev.source)
         floor = cuda_floor.parse(options["cuda_floor"]) if options.get("cuda_floor") else None
         pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.get("device_options", ()),
-                                      arch_done, settings.build_jobs, floor)
+                                      arch_done, settings.build_jobs, floor,
+                                      cuda_flags.for_build(settings.tvm_cuda, settings.cuda_compiler))
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = pieces
     return fatbins
@@ -57,6 +58,8 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
 def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, options: dict[str, Any],
                stages: dict[str, float], progress: Progress | None = None) -> dict[str, Any]:
     """Build the library into folder/lib.so, keeping sources in folder/src; returns metadata."""
+    if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
+        cuda.check_archs(spec.archs, settings.cuda_compiler)
     clock = Clock(stages, progress)
     entry = Entry(folder)
     entry.sources.mkdir(parents=True, exist_ok=True)
