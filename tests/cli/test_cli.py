@@ -257,8 +257,7 @@ def test_admin_commands_list_an_entry_with_wrong_typed_metadata_with_a_note(scra
 
 @pytest.mark.parametrize("url, says", [
     ("redis://jitflow:s3cret@127.0.0.1:99999/0", "a port that is not a number from 1 to 65535"),
-    ("redis://jitflow:s3cret@[::1/0", "a host that is not a valid address"),
-    ("redis://jitflow:s3cret@[zz::1]:6379/0", "a host that is not a valid address")])
+    ("redis://jitflow:s3cret@[zz::1/0", "a host that is not a valid address")])
 def test_doctor_and_cache_info_say_what_is_wrong_with_the_shared_tiers_url(built, url, says):
     env = dict(built[0], JITFLOW_REMOTE_CACHE=url, JITFLOW_REMOTE_CACHE_KEY="k")
     doctor = jf("doctor", "--cpu", env=env)

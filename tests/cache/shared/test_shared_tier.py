@@ -424,7 +424,7 @@ def test_forged_heartbeats_kept_fresh_delay_an_unsigned_build_no_longer_than_the
     beater = threading.Thread(target=keep_beating, daemon=True)
     beater.start()
     try:
-        env = node_env(tmp_path, "a", JITFLOW_REMOTE_CACHE_LOCK_TTL="2", JITFLOW_REMOTE_CACHE_UNSIGNED="1")
+        env = node_env(tmp_path, "a", JITFLOW_REMOTE_CACHE_LOCK_TTL="1", JITFLOW_REMOTE_CACHE_UNSIGNED="1")
         proc = run_python(node_code(52.0), env=env, timeout=60)
     finally:
         stop.set()
