@@ -155,12 +155,12 @@ def _cache(cache_dir: Path) -> list[Check]:
             pass
     except OSError as exc:
         return [Check("cache directory", False, f"{cache_dir}: {exc.strerror}", fix)]
-    from .cache import trust
+    from . import folder_trust
 
-    untrusted = trust.folder_problem(cache_dir)
-    if untrusted:   # jitflow refuses to load libraries from it (docs/reliability.md)
-        return [Check("cache directory", False, f"not trusted: {untrusted}",
-                      "set JITFLOW_CACHE_DIR to a folder only you can write, or fix its permissions")]
+    untrusted = folder_trust.folder_problem(cache_dir)
+    if untrusted:   # never read: builds use a private temporary folder instead (docs/reliability.md)
+        return [Check("cache directory", False, f"not trusted: {untrusted}; builds use a private temporary "
+                      "folder instead", "set JITFLOW_CACHE_DIR to a folder only you can write, or fix its permissions")]
     return [Check("cache directory", True, f"{cache_dir} (writable, private)")]
 
 

@@ -14,6 +14,8 @@ from .logs import warn_once
 from .target.cuda_floor import CudaVersion
 
 CUDA_COMPILERS = ("nvrtc", "nvcc")
+#: where a CUDA toolkit (nvcc, nvdisasm, cuobjdump) is looked for first, in this order
+CUDA_HOME_VARIABLES = ("CUDA_HOME", "CUDA_PATH")
 
 #: name -> (default, meaning); README's settings table is written from this.
 ENVIRONMENT = {
@@ -41,6 +43,8 @@ ENVIRONMENT = {
     "JITFLOW_REMOTE_CACHE_MAX_BYTES": ("64MiB", "largest entry sent to the shared tier (a size: 16MiB, 50MB)"),
     "JITFLOW_REMOTE_CACHE_TIMEOUT": ("2", "seconds before a shared-tier request gives up (then local only)"),
     "JITFLOW_REMOTE_CACHE_LOCK_TTL": ("30", "seconds the cluster build lock lives unless its builder renews it"),
+    "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
+    "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
 }
 
 DEFAULT_MAX_SIZE = 4 * 1024**3
@@ -125,6 +129,11 @@ def progress_mode() -> str:
         warn_once("JITFLOW_PROGRESS", "jitflow: JITFLOW_PROGRESS=%r is not auto, 1 or 0; using auto", raw)
         return "auto"
     return PROGRESS_MODES[raw]
+
+
+def cuda_toolkit_homes() -> tuple[Path, ...]:
+    """The CUDA toolkit folders the environment names: CUDA_HOME, then CUDA_PATH (those set)."""
+    return tuple(Path(home) for home in (os.environ.get(var, "").strip() for var in CUDA_HOME_VARIABLES) if home)
 
 
 def default_cache_dir() -> Path:

@@ -7,22 +7,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, export_path, pipeline
-from .builder import pass_context, prepare
+from . import config, export_path, pass_context, pipeline
+from .builder import prepare
 from .builder.clock import BuildInfo
-from .cache import recipe, registrations
-from .cache.disk import Cache
-from .cache.key import compute_key, module_text, pipeline_key
+from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
-from .runtime.library_file import LibraryFile
-from .runtime.load import load_library
+from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
+from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .target import TargetSpec, resolve_target
 from .toolchain import cuda as cuda_toolchain
-from .toolchain import environment
-from .toolchain.versions import tool_versions
 
-_LOADED: dict[tuple[str, str], Any] = {}   # (cache dir, key) -> runtime module, for the process
+_LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)
 _LOADED_LOCK = threading.Lock()
 
 
@@ -33,19 +29,22 @@ class Executable:
     changes nothing here, and the key names exactly what is built.
     """
 
-    def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: dict[str, Any]) -> None:
+    def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: BuildOptions,
+                 in_process: InProcess) -> None:
         self._mod = mod
         self.target = spec
         self.settings = settings
-        self.options = options
+        self._asked = options
+        self._in_process = in_process
         self.build_info: BuildInfo | None = None
-        self._key: tuple[str, dict[str, Any]] | None = None
+        self._options: BuildOptions | None = None
+        self._key: CacheKey | None = None
         self._module: Any = None
         self._meta: dict[str, Any] | None = None
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
-        state = "loaded" if self._module is not None else "not built"
+        state = "loaded" if self._module is not None else "built" if self.build_info is not None else "not built"
         return f"<jitflow.Executable {self.target.describe()} {state}>"
 
     @property
@@ -54,40 +53,44 @@ class Executable:
         return self._mod.clone()
 
     @property
+    def options(self) -> BuildOptions:
+        """The build options (a frozen jitflow.options.BuildOptions), the CUDA floor resolved: the one
+        asked for, else the device compiler's major version .0 (found on first use)."""
+        with self._lock:
+            if self._options is None:
+                options = self._asked
+                if self.target.is_cuda and options.cuda_floor is None:
+                    options = options.with_cuda_floor(cuda_toolchain.default_floor(self.settings.cuda_compiler))
+                self._options = options
+            return self._options
+
+    @property
     def key(self) -> str:
-        """The cache key (sha256 hex) of this module, target, options, context, environment and tools."""
-        if self._key is None:
-            if self.target.is_cuda and not self.options.get("cuda_floor"):
-                self.options["cuda_floor"] = str(cuda_toolchain.default_floor(self.settings.cuda_compiler))
-            text = module_text(self._mod)
-            versions = dict(tool_versions(self.target, self.settings.cuda_compiler), recipe=recipe.digest())
-            self._key = compute_key(text, self.target, self._key_options(text), versions)
-        return self._key[0]
+        """The cache key (sha256 hex) of this module, target, options, context, environment and tools
+        (cache/key.py says what it covers). Reading it changes nothing."""
+        return self._cache_key().digest
 
-    def _key_options(self, ir_text: str) -> dict[str, Any]:
-        opts = {k: v for k, v in self.options.items() if k not in ("pass_config", "caller_context")}
-        opts["pass_context"] = pass_context.key_of(self.options.get("caller_context"), self.options.get("pass_config"))
-        opts["registrations"] = registrations.fingerprint(ir_text, self.target.kind)
-        if self.target.is_cuda:
-            opts["cuda_compiler"] = self.settings.cuda_compiler
-            opts["environment"] = environment.compiler_inputs(self.settings.cuda_compiler,
-                                                              self.options.get("device_options", ()),
-                                                              self.settings.tvm_cuda)
-        if "relax_pipeline" in opts:
-            opts["relax_pipeline"] = pipeline_key(opts["relax_pipeline"])
-        if self.settings.cache_salt:
-            opts["salt"] = self.settings.cache_salt
-        return opts
+    def _cache_key(self) -> CacheKey:
+        with self._lock:
+            if self._key is None:
+                self._key = cache_key(self._mod, self.target, self.settings, self.options, self._in_process)
+            return self._key
 
-    def _obtain(self) -> tuple[LibraryFile, dict[str, Any]]:
-        """The verified library, held open (close it), and its metadata."""
+    def _obtain(self) -> pipeline.Obtained:
+        """The verified library, held open, and its metadata: close it (a `with` block) when done."""
         fresh = self._key is None        # taken now, from the module as it is now
-        key = self.key
-        library, meta, info = pipeline.obtain(key, self._key[1], self._mod, self.target, self.settings,
-                                              self.options, key_is_fresh=fresh)
-        self.build_info = info
-        self._meta = meta
-        return library, meta
+        got = pipeline.obtain(self._cache_key(), self._mod, self.target, self.settings, self.options,
+                              self._in_process, key_is_fresh=fresh)
+        self.build_info = got.info
+        self._meta = got.meta
+        return got
+
+    def build(self) -> BuildInfo:
+        """Build the library, or find it in the cache, without loading it (no GPU or driver is
+        needed): what build_all does for each item. Returns build_info; exe.jit() afterwards is a
+        cache hit. With caching off the build is checked and thrown away."""
+        with self._lock, self._obtain() as got:
+            return got.info
 
     def jit(self, device_query: Any = None) -> Any:
         """The loaded TVM runtime module: built once, then a cache hit in every later process.
@@ -101,21 +104,15 @@ class Executable:
             memo = (str(self.settings.cache_dir), self.key)
             with _LOADED_LOCK:
                 cached = _LOADED.get(memo) if self.settings.cache_enabled else None
-            if cached is not None:
-                self._module = cached
-                self._meta = Cache(self.settings.cache_dir).read_meta(self.key)
+            if cached is not None:   # the metadata comes with it: the entry may be in the fallback folder
+                self._module, self._meta = cached
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
-                return cached
-            library, meta = self._obtain()
-            try:
-                module = load_library(library, cuda=bool(meta.get("cuda")), device_query=device_query)
-            finally:
-                library.close()
-                if not self.settings.cache_enabled:
-                    pipeline.remove_temporary(library)
+                return self._module
+            with self._obtain() as got:
+                module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
             self._module = module
             with _LOADED_LOCK:
-                _LOADED[memo] = module
+                _LOADED[memo] = (module, got.meta)
             return module
 
     @property
@@ -156,14 +153,10 @@ class Executable:
         from .report.gather import inspect_folder
 
         with self._lock:
-            library, meta = self._obtain()
-        try:
-            return inspect_folder(library.path.parent, meta, "build", str(self.build_info),
+            got = self._obtain()
+        with got:
+            return inspect_folder(got.library.path.parent, got.meta, "build", str(got.info),
                                   keep_paths=self.settings.cache_enabled)
-        finally:
-            library.close()
-            if not self.settings.cache_enabled:
-                pipeline.remove_temporary(library)
 
     def trace(self, fn: str, *args: Any, calls: int = 3, device: Any = None, memory_cfg: str | None = None) -> Any:
         """Run fn(*args) `calls` times on the GPU and report what the CUDA driver did, per call and at
@@ -177,29 +170,24 @@ class Executable:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
         dest = export_path.destination(path)   # a regular file or a new name, in a folder that exists
         with self._lock:
-            library, _ = self._obtain()
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-        except OSError as exc:
-            library.close()
-            if not self.settings.cache_enabled:
-                pipeline.remove_temporary(library)
-            raise JitflowError(f"export_library: cannot write in {dest.parent}: {exc.strerror}") from None
-        try:
-            with os.fdopen(fd, "wb") as out:
-                library.copy_to(out)   # the verified bytes, whatever the cache's path holds now
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, dest)
-        except OSError as exc:
-            raise JitflowError(f"export_library: cannot write {dest}: {exc.strerror}") from None
-        finally:
-            library.close()
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            if not self.settings.cache_enabled:
-                pipeline.remove_temporary(library)
+            got = self._obtain()
+        with got:
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+            except OSError as exc:
+                raise JitflowError(f"export_library: cannot write in {dest.parent}: {exc.strerror}") from None
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    got.library.copy_to(out)   # the verified bytes, whatever the cache's path holds now
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.chmod(tmp, 0o755)
+                os.replace(tmp, dest)
+            except OSError as exc:
+                raise JitflowError(f"export_library: cannot write {dest}: {exc.strerror}") from None
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
         return dest
 
 
@@ -248,34 +236,29 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
-    options = {"pass_config": dict(pass_config or {}), "device_options": list(device_options),
-               "caller_context": pass_context.caller_context()}
-    if spec.is_cuda:  # None: the compiler's major version .0, found when the key is first needed
-        options["cuda_floor"] = str(settings.cuda_floor) if settings.cuda_floor else None
+    pipeline_name, pipeline_pass = None, None
     if prepare.is_relax(mod):
-        options["relax_pipeline"] = _relax_pipeline(relax_pipeline)
+        pipeline_name, pipeline_pass = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")
-    return Executable(mod, spec, settings, options)
+    options = BuildOptions.make(pass_config, device_options, relax_pipeline=pipeline_name,
+                                # None: the compiler's major version .0, found when first needed (Executable.options)
+                                cuda_floor=settings.cuda_floor if spec.is_cuda else None)
+    return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))
 
 
-def _relax_pipeline(value: Any) -> Any:
+def _relax_pipeline(value: Any) -> tuple[str | None, Any]:
+    """relax_pipeline= as (a pipeline name, None) or (None, a tvm.transform.Pass)."""
     import tvm
 
-    if value is None or isinstance(value, tvm.transform.Pass):
-        return value
+    if value is None:
+        return DEFAULT_PIPELINE, None
+    if isinstance(value, tvm.transform.Pass):
+        return None, value
     if isinstance(value, str):
         known = sorted(tvm.relax.pipeline.PIPELINE_MAP)
         if value not in known:
             raise InvalidInputError(f"unknown Relax pipeline {value!r}; known: {', '.join(known)}")
-        return value
+        return value, None
     raise InvalidInputError(f"relax_pipeline must be a pipeline name or a tvm.transform.Pass, "
                             f"not {type(value).__name__}")
-
-
-def load(path: str | os.PathLike, device_query: Any = None) -> Any:
-    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it).
-
-    A CUDA library is checked against the first GPU and its driver first (device_query: how they
-    are found, a jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
-    return load_library(Path(path).expanduser(), device_query=device_query)

@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from .. import pass_context
 from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
 from ..target import TargetSpec
-from . import pass_context, vm_blob
+from . import vm_blob
 from .host_c import host_source
 from .host_codegen import legalized_c_host
 from .prepare import check_thread_binding, is_relax
@@ -64,7 +65,7 @@ class Lowered:
         return self
 
     def blob_pieces(self) -> list[bytes | memoryview]:
-        """The serialized blob as consecutive pieces (for blob_object.write)."""
+        """The serialized blob as consecutive pieces (for formats.elf_object.write)."""
         if self.blob_bytes is not None:
             return [self.blob_bytes]
         return library_blob.chunks(self.blob) if self.blob is not None else []
@@ -72,6 +73,17 @@ class Lowered:
     @property
     def is_vm(self) -> bool:
         return self.vm_functions is not None
+
+    def runtime_needs(self) -> list[str]:
+        """What of the TVM runtime the library needs beyond its core (for its digest record): "cuda"
+        for device code, "contrib" when its host code or its VM calls TVM's contrib functions (sort,
+        top-k, random, in libtvm_runtime_extra) by name."""
+        names = [self.host_c]
+        vm = vm_program.payload_of(self.blob) if self.is_vm and self.blob is not None else None
+        if vm is not None:
+            names += [f.name for f in vm_program.function_table(vm) if f.kind == "packed"]
+        contrib = any("tvm.contrib." in text for text in names)
+        return [n for n, needed in (("contrib", contrib), ("cuda", bool(self.devices))) if needed]
 
     @property
     def functions(self) -> list[str]:

@@ -14,9 +14,11 @@ from typing import Any
 from ..cache.entry import Entry
 from ..config import Settings
 from ..errors import CompileError
-from ..target import TargetSpec, cuda_floor
+from ..formats import elf_object
+from ..options import BuildOptions, InProcess, relax_pipeline
+from ..target import TargetSpec
 from ..toolchain import cuda, cuda_flags, host_libs, link, zig_cache
-from . import blob_object, host_c, lower, pack
+from . import host_c, lower, pack
 from .clock import Clock
 from .device_compile import compile_device
 from .host_compile import HostCompile
@@ -33,7 +35,7 @@ def _include_dirs() -> list[str]:
 
 
 def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, settings: Settings,
-                     options: dict[str, Any], clock: Clock) -> dict[int, list[DevicePiece]]:
+                     options: BuildOptions, clock: Clock) -> dict[int, list[DevicePiece]]:
     """Each device module's CUDA source (kept in src/) -> fatbins, by blob index."""
 
     def arch_done(arch: str, seconds: float) -> None:
@@ -46,18 +48,19 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
     for n, dev in enumerate(lowered.devices):
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
-        floor = cuda_floor.parse(options["cuda_floor"]) if options.get("cuda_floor") else None
-        pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.get("device_options", ()),
-                                      arch_done, settings.build_jobs, floor,
+        pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.device_options,
+                                      arch_done, settings.build_jobs, options.cuda_floor,
                                       cuda_flags.for_build(settings.tvm_cuda, settings.cuda_compiler))
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = pieces
     return fatbins
 
 
-def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, options: dict[str, Any],
-               stages: dict[str, float], progress: Progress | None = None) -> dict[str, Any]:
-    """Build the library into folder/lib.so, keeping sources in folder/src; returns metadata."""
+def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
+               in_process: InProcess, stages: dict[str, float], progress: Progress | None = None) -> dict[str, Any]:
+    """Build the library into folder/lib.so, keeping sources in folder/src; returns metadata.
+
+    `options` are read, never changed; `in_process` holds the caller's PassContext and Relax Pass."""
     if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
         cuda.check_archs(spec.archs, settings.cuda_compiler)
     clock = Clock(stages, progress)
@@ -69,8 +72,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     side.submit(host_libs.stubs, spec.host, zig_dir)   # made once per machine, while TVM lowers
     side.shutdown(wait=False)
     with clock.stage("lower", "lowering with TVM"):
-        lowered = lower.lower(mod, spec, options.get("pass_config"), options.get("relax_pipeline"),
-                              options.get("caller_context"), defer_pack=True)
+        lowered = lower.lower(mod, spec, options.pass_config, relax_pipeline(options, in_process),
+                              in_process.pass_context, defer_pack=True)
     entry.host_c.write_text(lowered.host_c)
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
@@ -85,7 +88,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
                 blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_pieces()
-                data.append(blob_object.write(blob, folder / "blob.o", spec.host))
+                data.append(elf_object.write(blob, folder / "blob.o", spec.host))
         host.on_progress = clock.show
         clock.show(host.describe())
         try:
@@ -97,7 +100,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         raise
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
-        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data)
+        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
+                         needs=lowered.runtime_needs())
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

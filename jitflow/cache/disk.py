@@ -1,7 +1,7 @@
 """The disk cache: one entry folder per key (see entry.py), found, verified, locked and published.
 
 Entries are built in a staging folder inside the cache, then published by one rename under a
-per-key file lock. A lookup checks that nobody else can change the cache (trust.py), opens the
+per-key file lock. A lookup checks that nobody else can change the cache (folder_trust.py), opens the
 entry's folders and files without following links, and verifies the library's sha256 through the
 descriptor it then hands out (a LibraryFile): the bytes checked are the bytes loaded, even if the
 entry is pruned or replaced meanwhile.
@@ -12,7 +12,6 @@ import errno
 import hashlib
 import json
 import logging
-import mmap
 import os
 import shutil
 import stat
@@ -22,9 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ContextManager, Iterator
 
+from .. import folder_trust
 from ..errors import CacheError, UntrustedFolderError
 from ..runtime.library_file import LibraryFile
-from . import key_lock, trust
+from . import key_lock
 from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
                     read_meta_file)
 
@@ -41,12 +41,14 @@ class _Refused(Exception):
 
 
 def sha256_fd(fd: int) -> str:
-    """sha256 of an open file's bytes."""
-    size = os.fstat(fd).st_size
-    if size == 0:
-        return hashlib.sha256(b"").hexdigest()
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-        return hashlib.sha256(data).hexdigest()
+    """sha256 of an open file's bytes, read in chunks (a map of the file would fault if it shrank)."""
+    h = hashlib.sha256()
+    buffer = memoryview(bytearray(1 << 20))
+    at = 0
+    while n := os.preadv(fd, [buffer], at):
+        h.update(buffer[:n])
+        at += n
+    return h.hexdigest()
 
 
 def _checked(fd: int, where: str, folder: bool) -> int:
@@ -92,18 +94,16 @@ class Cache:
         self.staging_root = self.root / "staging"
 
     def ensure(self) -> None:
-        """Create the cache folders (private to the user) or raise CacheError naming the fix.
-
-        UntrustedFolderError (a CacheError) when a folder on the way could be changed by another
-        user: jitflow does not fall back then, the configuration must be fixed.
+        """Create the cache folders (private to the user) or raise CacheError naming the fix:
+        UntrustedFolderError (a CacheError) when a folder on the way could be changed by another user.
         """
         try:
             if os.path.lexists(self.folder):
-                trust.check_folder(self.folder, FIX)   # the user's own folder: checked, never narrowed
+                folder_trust.check_folder(self.folder, FIX)   # the user's own folder: checked, never narrowed
             else:
-                trust.make_private_folder(self.folder, FIX)
+                folder_trust.make_private_folder(self.folder, FIX)
             for d in (self.root, self.entries, self.locks, self.staging_root):
-                trust.make_private_folder(d, FIX)
+                folder_trust.make_private_folder(d, FIX)
             if not os.access(self.root, os.W_OK):
                 raise PermissionError(13, "not writable")
         except UntrustedFolderError:
@@ -128,7 +128,7 @@ class Cache:
         `expect` is the key's inputs (versions, target, options): an entry recording others is refused.
         A cache folder that others could change gives None here; ensure() then says why.
         """
-        if trust.folder_problem(self.root) is not None:
+        if folder_trust.folder_problem(self.root) is not None:
             return None
         try:
             return self._open_entry(key, expect)
@@ -174,6 +174,10 @@ class Cache:
             if fd >= 0:
                 os.close(fd)
 
+    def release(self, library: LibraryFile) -> None:
+        """Done with a library found or published here: close it (the entry stays)."""
+        library.close()
+
     def lock(self, key: str, timeout: float = -1) -> ContextManager[None]:
         """Hold the per-key build lock (freed by the OS when the holder dies; key_lock.py says why
         a record lock); LockTimeout when not had within `timeout` seconds (< 0: wait for ever)."""
@@ -204,7 +208,7 @@ class Cache:
             os.chmod(staged.meta_path, 0o600)
             staged.used.touch()
             final = self.entry_dir(key)
-            trust.make_private_folder(final.parent, FIX)
+            folder_trust.make_private_folder(final.parent, FIX)
             if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
                 discard(final, self.staging_root)
             os.rename(folder, final)

@@ -11,8 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .. import folder_trust
 from ..errors import CompileError
-from . import trust
 from .entry import SOURCES
 
 log = logging.getLogger("jitflow")
@@ -24,7 +24,7 @@ def keep_sources(root: Path, key: str, build_folder: Path, error: CompileError) 
     cannot be kept, pointing nowhere rather than at a file about to disappear)."""
     failed = root / "failed"
     try:
-        trust.make_private_folder(failed)
+        folder_trust.make_private_folder(failed)
         dest = Path(tempfile.mkdtemp(prefix=f"{key[:16]}.", dir=failed))
         if (build_folder / SOURCES).is_dir():
             shutil.move(str(build_folder / SOURCES), str(dest / SOURCES))

@@ -1,12 +1,39 @@
-"""The cache key: sha256 over everything that decides a library's bytes."""
+"""The cache key, made in this one place: a sha256 over everything that decides a library's bytes.
+
+What the key covers (`cache_key` assembles it; `inputs` is recorded in the entry's meta.json and
+checked again on every lookup):
+
+- the module: its canonical IR text (`module_text`: TVMScript, each bound tensor by the sha256 of
+  its bytes), by its sha256;
+- the target: kind, archs and host (TargetSpec.canonical);
+- the build options (options.py): device compiler flags and the CUDA floor, resolved (the
+  compiler's default included), and a Relax module's pipeline (`pipeline_key`: a name with the
+  function registered under it, or a Pass by its printed structure);
+- the PassContext the build lowers in: the caller's, merged with pass_config= (pass_context.key_of);
+- the TVM registrations the build can see (registrations.py);
+- for CUDA, the device compiler and the environment that reaches it: for NVRTC the variables it
+  reads, for both TVM's CUDA variables that change the flags (toolchain/environment.py);
+- the versions of jitflow, TVM, zig and the CUDA compiler (toolchain/versions.py) and a digest
+  of jitflow's own build code (recipe.py);
+- the entry format version, and the cache salt (cache_salt= / JITFLOW_CACHE_SALT) when one is set.
+
+Making a key changes nothing: not the module, not the options.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from .. import pass_context
+from ..config import Settings
+from ..options import BuildOptions, InProcess, relax_pipeline
 from ..target import TargetSpec
+from ..toolchain import environment
+from ..toolchain.versions import tool_versions
+from . import recipe, registrations
 from .entry import FORMAT_VERSION
 from .registrations import relax_pipeline_identity
 
@@ -90,14 +117,47 @@ def ir_sha256(ir_text: str) -> str:
     return hashlib.sha256(ir_text.encode()).hexdigest()
 
 
-def compute_key(ir_text: str, spec: TargetSpec, options: dict[str, Any],
-                versions: dict[str, str]) -> tuple[str, dict[str, Any]]:
-    """(hex sha256 key, the inputs that went into it except the IR text).
+@dataclass(frozen=True)
+class CacheKey:
+    """A cache key: the hex sha256 and the inputs it was taken over (all but the IR text itself)."""
 
-    `options` holds everything besides the IR and target that changes the bytes (pass context,
-    device options, registrations, the compilers' environment, the salt); `versions` the tools'
-    versions and jitflow's recipe digest.
-    """
+    digest: str
+    inputs: dict[str, Any]
+
+
+def cache_key(mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
+              in_process: InProcess) -> CacheKey:
+    """The key of building `mod` for `spec` with these settings and options (see the module's
+    docstring); for CUDA, `options.cuda_floor` must be resolved already."""
+    text = module_text(mod)
+    versions = dict(tool_versions(spec, settings.cuda_compiler), recipe=recipe.digest())
+    return _hashed(text, spec, _option_inputs(text, spec, settings, options, in_process), versions)
+
+
+def _option_inputs(ir_text: str, spec: TargetSpec, settings: Settings, options: BuildOptions,
+                   in_process: InProcess) -> dict[str, Any]:
+    """Everything besides the IR, the target and the versions that changes the bytes."""
+    inputs: dict[str, Any] = {
+        "device_options": list(options.device_options),
+        "pass_context": pass_context.key_of(in_process.pass_context, options.pass_config),
+        "registrations": registrations.fingerprint(ir_text, spec.kind),
+    }
+    if spec.is_cuda:
+        if options.cuda_floor is None:
+            raise ValueError("the CUDA floor must be resolved before the key is taken (Executable.options)")
+        inputs["cuda_floor"] = str(options.cuda_floor)
+        inputs["cuda_compiler"] = settings.cuda_compiler
+        inputs["environment"] = environment.compiler_inputs(settings.cuda_compiler, options.device_options,
+                                                            settings.tvm_cuda)
+    pipeline = relax_pipeline(options, in_process)
+    if pipeline is not None:
+        inputs["relax_pipeline"] = pipeline_key(pipeline)
+    if settings.cache_salt:
+        inputs["salt"] = settings.cache_salt
+    return inputs
+
+
+def _hashed(ir_text: str, spec: TargetSpec, options: dict[str, Any], versions: dict[str, str]) -> CacheKey:
     inputs = {
         "format": FORMAT_VERSION,
         "target": json.loads(spec.canonical()),
@@ -106,4 +166,9 @@ def compute_key(ir_text: str, spec: TargetSpec, options: dict[str, Any],
         "ir_sha256": ir_sha256(ir_text),
     }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
-    return digest, inputs
+    return CacheKey(digest, inputs)
+
+
+def module_unchanged(key: CacheKey, mod: Any) -> bool:
+    """Whether `mod` still has the IR `key` was taken from (a tensor bound in it can change in place)."""
+    return ir_sha256(module_text(mod)) == key.inputs.get("ir_sha256")

@@ -102,12 +102,11 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     NAME may be an IRModule, a PrimFunc, a function returning one, or a jitflow Executable (whose
     target and options come from the file, so build options are refused with it).
     """
-    import jitflow
-
+    from .. import executable
     from .module_file import load_module_spec
 
     obj = load_module_spec(spec)
-    if isinstance(obj, jitflow.Executable):
+    if isinstance(obj, executable.Executable):
         flags = given(args)
         if flags:
             raise InvalidInputError(f"{spec} is a jitflow Executable: its target and options are set in the "
@@ -118,7 +117,7 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     _check_arch_use(target, archs)
     if args.relax_pipeline is not None and not _has_relax(obj):
         raise InvalidInputError(f"--relax-pipeline applies to modules with Relax functions; {spec} has none")
-    return jitflow.compile(obj, target, arch=archs, host=args.host, cuda_compiler=args.cuda_compiler,
-                           pass_config=pass_config(args.pass_config), device_options=list(args.device_option),
-                           cache=False if args.no_cache else None, cache_dir=args.cache_dir,
-                           relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor)
+    return executable.compile(obj, target, arch=archs, host=args.host, cuda_compiler=args.cuda_compiler,
+                              pass_config=pass_config(args.pass_config), device_options=list(args.device_option),
+                              cache=False if args.no_cache else None, cache_dir=args.cache_dir,
+                              relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor)

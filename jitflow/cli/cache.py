@@ -58,8 +58,8 @@ def _without_password(url: str) -> str:
 
 def info_data(settings: Any, cache: Any) -> dict[str, Any]:
     """What `cache info` reports, in its JSON shape (jitflow.cache-info/1)."""
+    from ..cache import location
     from ..cache.admin import entries, folder_size
-    from ..checks import cache_dir_problem
 
     rows = entries(cache)
     note_refused(rows)
@@ -83,7 +83,7 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
                   "counters": {n: counts.get(n, 0) for n in COUNTERS}}
     return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "entries_folder": str(cache.root),
             "enabled": settings.cache_enabled,
-            "problem": cache_dir_problem(settings.cache_dir) if settings.cache_enabled else None,
+            "problem": location.open_cache(settings).problem() if settings.cache_enabled else None,
             "entries": len(rows), "size": size, "cap": settings.cache_max_size, "hosts": hosts,
             "zig_cache": {"path": str(zig_dir), "size": zig_size},
             "total_size": size + zig_size, "shared": shared}

@@ -5,7 +5,6 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import CacheError
 from .output import human_size, when
 
 ENTRY_HEADER = ["key", "functions", "target", "host", "size", "created", "last used"]
@@ -24,18 +23,15 @@ def json_option(p: argparse.ArgumentParser, schema: str) -> None:
 
 
 def open_cache(args: argparse.Namespace, check: bool = True) -> tuple[Any, Any]:
-    """The settings and the Cache the arguments name; with `check`, a CacheError when the folder
-    (or a parent) is a file, so that it cannot hold a cache."""
-    from ..cache.disk import Cache
-    from ..checks import cache_dir_problem
+    """The settings and the configured Cache the arguments name (cache/location.py); with `check`,
+    refused as the admin commands refuse it: a CacheError when a file is in the way, an
+    UntrustedFolderError (with the reason) when others could change the folder."""
+    from ..cache import location
     from ..config import resolve
 
     settings = resolve(cache_dir=args.cache_dir)
-    problem = cache_dir_problem(settings.cache_dir, writing=False) if check else None
-    if problem:
-        raise CacheError(f"cannot use the cache {settings.cache_dir}: {problem}; "
-                         "give --cache-dir or set JITFLOW_CACHE_DIR to a folder")
-    return settings, Cache(settings.cache_dir)
+    folders = location.open_cache(settings)
+    return settings, folders.for_admin() if check else folders.configured
 
 
 def _functions(names: list[str]) -> str:

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
+from ..config import cuda_toolkit_homes
 from ..errors import CompileError, InvalidInputError, JitflowError
 from ..target import normalize_arch
 
@@ -74,9 +75,8 @@ def _candidates(name: str) -> Iterator[str]:
     found = shutil.which(name)
     if found:
         yield found
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            yield str(Path(os.environ[var]) / "bin" / name)
+    for home in cuda_toolkit_homes():
+        yield str(home / "bin" / name)
     nvcc = shutil.which("nvcc")
     if nvcc:
         yield str(Path(nvcc).resolve().parent / name)

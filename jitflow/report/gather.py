@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache.disk import Cache
 from ..cache.entry import Entry, library_problem, sha256_file, target_of
 from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
 from ..formats import cubin, elf, fatbin, library_blob, ptxas_log
 from ..formats.library_blob import KernelInfo
-from ..runtime import compat
+from ..runtime import compat, library_check
 from ..target import arch_number, normalize_arch
 from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
 from . import device_text, host_code, model_view
@@ -289,7 +288,7 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
     if as_entry.library == library and as_entry.meta_path.is_file() and as_entry.sources.is_dir():
         return inspect_entry(library.parent)
     unknown = [_NO_HOST]
-    notes: list[str] = []
+    notes = [library_check.digest_note(library)]   # first: a file far longer than its headers is refused
     devices = _devices(library, unknown)
     kernels = _kernels(devices, [], notes)
     if devices:
@@ -313,18 +312,17 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
                   ptx=ptx, sass=sass)
 
 
-def _cache(cache_dir: str | Path | None) -> Cache:
+def _cache_folders(cache_dir: str | Path | None) -> Any:
+    """The cache entries are read from (cache/location.py), whether or not builds use a cache now."""
+    from ..cache.location import open_cache
     from ..config import resolve
 
-    return Cache(resolve(cache_dir=cache_dir).cache_dir)
+    return open_cache(resolve(cache_dir=cache_dir, cache=True))
 
 
 def _matching_entry(sha256: str, cache_dir: str | Path | None) -> str | None:
     """The key of the cache entry whose library has this sha256, if the cache holds one."""
-    try:
-        folders = sorted(_cache(cache_dir).entries.glob("*/*"))
-    except OSError:
-        return None
+    folders = _cache_folders(cache_dir).entry_folders()
     for folder in folders:
         meta = Entry(folder).read_meta()
         if meta is not None and meta.get("so_sha256") == sha256:
@@ -339,10 +337,10 @@ def inspect_entry(entry: str | Path, cache_dir: str | Path | None = None) -> Rep
         text = str(entry).lower()
         if not re.fullmatch(r"[0-9a-f]{6,64}", text):
             raise InvalidInputError(f"{entry!r} is not a cache entry folder, a library or a cache key")
-        cache = _cache(cache_dir)
-        found = sorted(cache.entries.glob(f"{text[:2]}/{text}*"))
+        caches = _cache_folders(cache_dir)
+        found = caches.entry_folders(text)
         if not found:
-            raise InvalidInputError(f"no cache entry with key {text}... in {cache.root}")
+            raise InvalidInputError(f"no cache entry with key {text}... in {caches.configured.root}")
         if len(found) > 1:
             raise InvalidInputError(f"the key prefix {text} is ambiguous: {', '.join(p.name[:16] for p in found)}")
         folder = found[0]

@@ -130,7 +130,8 @@ def _program_bytes(source: Any) -> bytes:
         blob = blob_of(source)
         payload = vm_program.payload_of(library_blob.parse(blob)) if blob is not None else None
     elif hasattr(source, "_obtain") and hasattr(source, "key"):  # a jitflow Executable
-        return _program_bytes(source._obtain()[0])
+        with source._obtain() as got:
+            return _program_bytes(got.library)
     else:
         module = getattr(source, "mod", source)  # tvm.relax.VMExecutable or a runtime module
         if getattr(module, "kind", None) != vm_program.KIND:

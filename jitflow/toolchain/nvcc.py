@@ -1,13 +1,13 @@
 """CUDA source -> fatbin with nvcc from a CUDA toolkit, for users who ask for it."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+from ..config import cuda_toolkit_homes
 from ..errors import CompileError, ToolMissingError
 from . import environment
 from .cuda_flags import CudaFlags
@@ -16,9 +16,9 @@ from .cuda_flags import CudaFlags
 @lru_cache(maxsize=1)
 def find_nvcc() -> str:
     """Path of nvcc: $CUDA_HOME/bin, then PATH."""
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
-        if home and (Path(home) / "bin" / "nvcc").is_file():
-            return str(Path(home) / "bin" / "nvcc")
+    for home in cuda_toolkit_homes():
+        if (home / "bin" / "nvcc").is_file():
+            return str(home / "bin" / "nvcc")
     found = shutil.which("nvcc")
     if not found:
         raise ToolMissingError(

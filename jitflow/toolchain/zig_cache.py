@@ -12,6 +12,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .. import folder_trust
 from ..errors import CacheError, JitflowError
 from ..logs import warn_once
 
@@ -22,17 +23,15 @@ _lock = threading.Lock()
 def private_folder(path: Path) -> Path:
     """Create `path` (and its missing parents) private to this user, or check it, and return it.
 
-    The guarantees are cache/trust.py's, the same as for the cache's own folders: folders created
+    The guarantees are folder_trust.py's, the same as for the cache's own folders: folders created
     here get mode 0700 at creation; an existing one of this user is narrowed to 0700; every folder
     on the way from / (and every symbolic link) belongs to this user or to root and is writable by
     no one else, root's sticky folders such as /tmp aside. Anything else (another user's folder, a
     folder others can write, a file in the way, a read-only parent) is a CacheError naming the
     folder and the fix.
     """
-    from ..cache import trust
-
     try:
-        return trust.make_private_folder(path, fix="set JITFLOW_ZIG_CACHE_DIR to a folder of your own")
+        return folder_trust.make_private_folder(path, fix="set JITFLOW_ZIG_CACHE_DIR to a folder of your own")
     except OSError as exc:
         raise CacheError(f"cannot create zig's cache folder {path}: {exc.strerror or exc}; "
                          "set JITFLOW_ZIG_CACHE_DIR to a writable folder") from None

@@ -12,6 +12,7 @@ import tvm
 import jitflow
 from jitflow import config
 from jitflow.builder import host_compile, progress, steps
+from jitflow.options import BuildOptions, InProcess
 from jitflow.target import resolve_target
 
 DIMS = [8, 11, 14, 17, 20]
@@ -51,7 +52,7 @@ def test_a_model_compiled_in_pieces_matches_numpy(tmp_path, monkeypatch):
     said = progress.Progress("chain", stream=io.StringIO(), mode="off")
     stages: dict[str, float] = {}
     meta = steps.build_into(tmp_path, mod, resolve_target("c"), config.resolve(cache_dir=tmp_path / "unused"),
-                            {}, stages, said)
+                            BuildOptions(), InProcess(), stages, said)
     assert host_compile.piece_count(len((tmp_path / "src" / "host.c").read_text()), 3) == 3
     assert meta["functions"] == ["main"]
     assert said.said[0] == "lowering with TVM" and "linking" in said.said

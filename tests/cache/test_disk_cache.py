@@ -135,11 +135,11 @@ def test_metadata_of_the_wrong_shape_is_refused_and_never_fatal_to_others(cache_
     exe.jit()
     meta_path = _entry(cache_dir, exe.key) / "meta.json"
     good, cache = json.loads(meta_path.read_text()), Cache(cache_dir)
-    assert cache.lookup(exe.key, exe._key[1]) is not None
+    assert cache.lookup(exe.key, exe._cache_key().inputs) is not None
     bad = [json.dumps(dict(good, **{name: value})) for name, value in WRONG_META]
     for text in [*bad, "[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000]:
         meta_path.write_text(text)
-        assert cache.lookup(exe.key, exe._key[1]) is None, text[:60]
+        assert cache.lookup(exe.key, exe._cache_key().inputs) is None, text[:60]
         (listed,) = admin.entries(cache)        # listed, not fatal: marked unreadable with the reason
         assert not listed.readable and listed.problem and listed.to_json()["problem"] == listed.problem
     assert "nests deeper than 32 levels" in listed.problem

@@ -5,6 +5,7 @@ tests need root and are skipped otherwise) and by real processes racing the load
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -18,7 +19,7 @@ import tvm
 from conftest import OTHER_UID, as_other_user, needs_root, run_python, start_python
 
 import jitflow
-from jitflow.cache import trust
+from jitflow import folder_trust
 from jitflow.cache.disk import Cache
 from jitflow.errors import UntrustedFolderError
 from jitflow.runtime.load import load_library
@@ -90,32 +91,52 @@ def test_fallback_folder_is_created_private_and_reused(tmp_path, zig_cache, stic
 @needs_root
 @pytest.mark.parametrize("attack", ["other user's folder", "world-writable folder", "v1 of another user",
                                     "link owned by another user"])
-def test_cache_in_a_folder_another_user_controls_is_refused(tmp_path, attack):
+def test_a_cache_in_a_folder_another_user_controls_is_never_used_and_the_build_goes_on(tmp_path, attack,
+                                                                                        monkeypatch, caplog):
     parent = tmp_path / "parent"
     parent.mkdir()
     cache_dir = parent / "cache"
+    planted = tmp_path / "planted"    # what must stay empty: where the untrusted cache's entries would go
     if attack == "other user's folder":
         os.chown(parent, OTHER_UID, OTHER_UID)
-        culprit = parent
+        culprit, planted = parent, parent
     elif attack == "world-writable folder":
         os.chmod(parent, 0o777)   # not sticky: anyone may rename what is inside
-        culprit = parent
+        culprit, planted = parent, parent
     elif attack == "v1 of another user":
         cache_dir.mkdir(mode=0o700)
         (cache_dir / "v1").mkdir(mode=0o700)
         os.chown(cache_dir / "v1", OTHER_UID, OTHER_UID)
-        culprit = cache_dir / "v1"
+        culprit = planted = cache_dir / "v1"
     else:
-        elsewhere = tmp_path / "elsewhere"
-        elsewhere.mkdir(mode=0o700)
-        os.symlink(elsewhere, cache_dir)
+        planted.mkdir(mode=0o700)
+        os.symlink(planted, cache_dir)
         os.lchown(cache_dir, OTHER_UID, OTHER_UID)
         culprit = cache_dir
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))    # where the fallback folder goes
+    caplog.set_level(logging.INFO, logger="jitflow")    # warned once per process, logged at info after
+    (tmp_path / "tmp").mkdir()
     exe = jitflow.compile(kernels.axpb(3200.0), "c", cache_dir=cache_dir)
-    with pytest.raises(UntrustedFolderError) as info:
-        exe.jit()
-    message = str(info.value)
-    assert str(culprit) in message and "JITFLOW_CACHE_DIR" in message and "chmod go-w" in message
+    assert _result(exe.jit()) == 3201.0
+    fallback = tmp_path / "tmp" / f"jitflow-{os.getuid()}"
+    assert exe.build_info.library.is_relative_to(fallback)
+    assert [p.name for p in planted.iterdir()] == [], "jitflow wrote into a folder another user controls"
+    (said,) = [r.getMessage() for r in caplog.records if str(fallback) in r.getMessage()]
+    assert str(culprit) in said and "JITFLOW_CACHE_DIR" in said and "chmod go-w" in said
+
+
+def test_builds_with_a_cache_folder_others_can_write_warn_once_and_go_on(tmp_path, zig_cache):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (tmp_path / "tmp").mkdir()
+    env = {"JITFLOW_CACHE_DIR": str(shared), "TMPDIR": str(tmp_path / "tmp"), "JITFLOW_ZIG_CACHE_DIR": str(zig_cache)}
+    proc = run_python(CHECK.format(scale=3202.0) + CHECK.format(scale=3203.0), env=env)
+    assert proc.stdout.split() == ["built", "built"]
+    warnings = [ln for ln in proc.stderr.splitlines() if "instead" in ln]
+    assert len(warnings) == 1 and f"{shared} is writable by group or others" in warnings[0]
+    assert list(shared.iterdir()) == []
+    assert run_python(CHECK.format(scale=3202.0), env=env).stdout.split() == ["hit"]   # from the private folder
 
 
 def test_a_sticky_root_folder_on_the_way_is_accepted(sticky_tmp):
@@ -135,11 +156,11 @@ def test_links_are_followed_into_every_folder_they_reach(tmp_path):
     safe.mkdir(mode=0o700)
     os.symlink(open_folder / "deep", safe / "hop")
     os.symlink(safe / "hop", safe / "hop2")       # a link to a link into the open folder
-    problem = trust.folder_problem(safe / "hop2")
+    problem = folder_trust.folder_problem(safe / "hop2")
     assert problem is not None and str(open_folder) in problem
-    assert trust.folder_problem(safe) is None
+    assert folder_trust.folder_problem(safe) is None
     with pytest.raises(UntrustedFolderError, match="writable by group or others"):
-        trust.make_private_folder(safe / "hop2" / "cache")
+        folder_trust.make_private_folder(safe / "hop2" / "cache")
 
 
 def _build_without_loading(scale: float, tmp_path):

@@ -116,15 +116,26 @@ def test_a_cache_folder_that_is_a_file_fails_info_doctor_and_ls(tmp_path, zig_ca
     assert below.returncode == 3 and no_traceback(below) and "is a file, not a folder" in below.stderr
 
 
-def test_doctor_fails_on_a_cache_folder_others_can_write(tmp_path, zig_cache):
+def test_a_cache_folder_others_can_write_is_refused_by_the_admin_commands_and_explained(tmp_path, zig_cache):
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    doctor = jf("doctor", "--cpu", env=cache_env(shared, zig_cache))
+    env = cache_env(shared, zig_cache)
+    doctor = jf("doctor", "--cpu", env=env)
     assert doctor.returncode == 1
-    assert f"[!!] cache directory: not trusted: {shared} is writable by group or others" in doctor.stdout
+    assert (f"[!!] cache directory: not trusted: {shared} is writable by group or others (owner uid "
+            in doctor.stdout) and "builds use a private temporary folder instead" in doctor.stdout
+    info = jf("cache", "info", env=env)
+    assert info.returncode == 1
+    assert f"enabled:   no: not trusted: {shared} is writable by group or others" in info.stdout
+    assert "builds use a per-user temporary cache instead" in info.stdout
+    for action in (["ls"], ["prune", "--older-than", "1d"], ["clear", "--yes"]):
+        refused = jf("cache", *action, env=env)
+        assert refused.returncode == 3 and no_traceback(refused), action
+        assert f"{shared} is writable by group or others" in refused.stderr and "chmod go-w" in refused.stderr
+    assert list(shared.iterdir()) == []
     shared.chmod(0o700)
-    assert jf("doctor", "--cpu", env=cache_env(shared, zig_cache)).returncode == 0
+    assert jf("doctor", "--cpu", env=env).returncode == 0 and jf("cache", "ls", env=env).returncode == 0
 
 
 def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):

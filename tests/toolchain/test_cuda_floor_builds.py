@@ -47,7 +47,7 @@ def test_each_floor_gets_its_ptx_isa(cache_dir, tmp_path, floor):
     out = exe.export_library(tmp_path / "v.so")
     major, minor = (int(x) for x in floor.split("."))
     assert _ptx_isas(out) == {"compute_80": ptx_isa_for(CudaVersion(major, minor))}
-    assert exe._key[1]["options"]["cuda_floor"] == floor
+    assert exe._key.inputs["options"]["cuda_floor"] == floor and str(exe.options.cuda_floor) == floor
 
 
 def test_the_floor_is_part_of_the_key(cache_dir):

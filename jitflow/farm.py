@@ -1,8 +1,9 @@
-"""Build the cache misses of many executables in parallel processes (autotuning compiles hundreds).
+"""jitflow.build_all: the cache misses of many executables built in parallel processes (autotuning
+compiles hundreds).
 
 Workers are forked, so they inherit the executables as they are (TVM IR objects need no
-pickling); each builds into the shared disk cache under the usual per-key lock and reports back
-plain data. One failure never stops the others.
+pickling); each builds with the public Executable.build() into the shared disk cache, under the
+usual per-key lock, and reports back plain data. One failure never stops the others.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from ..errors import InvalidInputError, JitflowError
+from .errors import InvalidInputError, JitflowError
 
 _WORK: list[Any] = []   # in a worker process only: the executables it inherited from the parent
 
@@ -41,15 +42,14 @@ def _adopt(items: list[Any]) -> None:
 def _build_one(index: int, items: list[Any] | None = None) -> tuple[int, bool, str, str | None, str | None]:
     exe = (items if items is not None else _WORK)[index]
     try:
-        exe._obtain()
-        return index, True, exe.build_info.outcome, None, None
+        return index, True, exe.build().outcome, None, None
     except Exception as exc:  # noqa: BLE001 - reported per item; the parent raises nothing
         return index, False, "", str(exc), type(exc).__name__
 
 
 def _checked(executables: Any, jobs: Any) -> list[Any]:
     """The executables as a list, after refusing what build_all cannot take (before anything is built)."""
-    from ..executable import Executable
+    from .executable import Executable
 
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise InvalidInputError(f"jobs must be a whole number of processes, 1 or more (or None for one per "

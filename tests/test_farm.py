@@ -42,3 +42,13 @@ def test_build_all_refuses_what_it_cannot_build_before_building(cache_dir):
         with pytest.raises(InvalidInputError, match="jobs must be a whole number"):
             jitflow.build_all([exe], jobs=jobs)
     assert exe.build_info is None and not list((cache_dir / "v1" / "entries").glob("*/*"))
+
+
+def test_build_builds_without_loading_and_a_later_jit_is_a_hit(cache_dir):
+    exe = jitflow.compile(kernels.axpb(3600.0), "c")
+    info = exe.build()
+    assert info.outcome == "built" and info is exe.build_info and info.library.is_file()
+    assert repr(exe).endswith(" built>")          # built, not loaded
+    assert exe.build().outcome == "hit"
+    exe.jit()
+    assert exe.build_info.outcome == "hit" and repr(exe).endswith(" loaded>")

@@ -22,7 +22,7 @@ import threading
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
-from ..logs import warn_once
+from .logs import warn_once
 
 DEFAULT_OPT_LEVEL = 3
 _thread = threading.local()

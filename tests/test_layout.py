@@ -1,0 +1,153 @@
+"""The package's imports obey the order the README declares ("How the code is laid out"): no import
+points to a later tier, and no modules import each other, even through others. Every import counts:
+at module level, inside functions, and under TYPE_CHECKING."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "jitflow"
+
+#: Import cycles known to exist and being broken elsewhere (the report's data types and their text
+#: forms, the trace and its text): each entry is the set of modules of one cycle. Remove an entry
+#: when its cycle is gone; nothing may be added here.
+KNOWN_CYCLES = [
+    {"jitflow.report.model", "jitflow.report.model_memory", "jitflow.report.model_text", "jitflow.report.text"},
+    {"jitflow.tracing.session", "jitflow.tracing.text"},
+]
+
+
+def declared_tiers() -> list[list[str]]:
+    """The tiers of the README's import order, first (imported by all) to last."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"\*\*Import order\*\*[^`]*`([^`]+)`", text)
+    assert match, "README.md has no **Import order** line in its layout section"
+    return [[name.strip() for name in tier.split(",")] for tier in match.group(1).split("<")]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _targets(node: ast.AST, module: str, is_package: bool, known: set[str]) -> list[str]:
+    """The jitflow modules one import statement names."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        assert isinstance(node, ast.ImportFrom)
+        if node.level:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[:len(base) - node.level + 1]
+            prefix = ".".join(base + ([node.module] if node.module else []))
+        else:
+            prefix = node.module or ""
+        names = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in known else prefix for alias in node.names]
+    out = []
+    for name in names:
+        while name not in known and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name in known and name != module:
+            out.append(name)
+    return out
+
+
+def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The jitflow modules `source` (the text of `module`) imports, wherever the import stands."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(_targets(node, module, is_package, known))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the jitflow modules it imports."""
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {m: imports_of(p.read_text(), m, p.name == "__init__.py", set(files)) for m, p in files.items()}
+
+
+def _tier_name(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(component)
+    return found
+
+
+def test_every_module_has_a_declared_tier():
+    declared = [name for tier in declared_tiers() for name in tier]
+    assert len(declared) == len(set(declared)), "a name appears in two tiers"
+    present = {_tier_name(m) for m in import_graph()}
+    assert present - set(declared) == set(), "add these to the README's import order"
+    assert set(declared) - present == set(), "the README's import order names modules that do not exist"
+
+
+def test_no_import_points_to_a_later_tier():
+    tier_of = {name: i for i, tier in enumerate(declared_tiers()) for name in tier}
+    upward = sorted(f"{a} -> {b}" for a, targets in import_graph().items() for b in targets
+                    if tier_of[_tier_name(b)] > tier_of[_tier_name(a)])
+    assert upward == []
+
+
+def test_no_import_cycles_beyond_the_known_ones():
+    found = cycles(import_graph())
+    assert [sorted(c) for c in found if c not in KNOWN_CYCLES] == []
+    assert [sorted(c) for c in KNOWN_CYCLES if c not in found] == [], "this cycle is gone: remove it from KNOWN_CYCLES"
+
+
+def test_the_checks_see_function_local_and_type_checking_imports():
+    source = """
+from typing import TYPE_CHECKING
+from . import b
+if TYPE_CHECKING:
+    from .c import Thing
+def f():
+    from ..other import helper
+    import jitflow.pkg.d
+"""
+    known = {"jitflow.pkg.a", "jitflow.pkg.b", "jitflow.pkg.c", "jitflow.pkg.d", "jitflow.other"}
+    assert imports_of(source, "jitflow.pkg.a", False, known) == known - {"jitflow.pkg.a"}
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
