@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, pass_context, pipeline
+from . import config, export_path, pass_context, pipeline
 from .builder import prepare
 from .builder.clock import BuildInfo
 from .cache.key import CacheKey, cache_key
@@ -168,11 +168,7 @@ class Executable:
 
     def export_library(self, path: str | os.PathLike) -> Path:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
-        dest = Path(path).expanduser().absolute()
-        if dest.is_dir():
-            raise InvalidInputError(f"export_library: {dest} is a directory; give a file name such as kernel.so")
-        if not dest.parent.is_dir():
-            raise InvalidInputError(f"export_library: the folder {dest.parent} does not exist")
+        dest = export_path.destination(path)   # a regular file or a new name, in a folder that exists
         with self._lock:
             got = self._obtain()
         with got:
@@ -202,7 +198,7 @@ def _has_function(module: Any, name: str) -> bool:
         return False
 
 
-def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | None = None,
+def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None = None,
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
@@ -210,7 +206,8 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
-    target: "cuda", "c", a dict or a tvm.target.Target.
+    target: "cuda", "c" ("llvm" is built as "c"), a dict or a tvm.target.Target; default the
+    tvm.target.Target entered around this call (`with tvm.target.Target(...)`), else "cuda".
     arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU;
     "portable": SASS for each GPU generation the compiler supports and PTX for the oldest.
     cuda_floor: the oldest driver (CUDA version, "13.0") the library must load on; it decides the

@@ -17,7 +17,7 @@ from ..errors import CompileError
 from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..target import TargetSpec
-from ..toolchain import host_libs, link, zig_cache
+from ..toolchain import cuda, cuda_flags, host_libs, link, zig_cache
 from . import host_c, lower, memory_facts, pack
 from .clock import Clock
 from .device_compile import compile_device
@@ -49,7 +49,8 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
         pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.device_options,
-                                      arch_done, settings.build_jobs, options.cuda_floor)
+                                      arch_done, settings.build_jobs, options.cuda_floor,
+                                      cuda_flags.for_build(settings.tvm_cuda, settings.cuda_compiler))
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = pieces
     return fatbins
@@ -60,6 +61,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     """Build the library into folder/lib.so, keeping sources in folder/src; returns metadata.
 
     `options` are read, never changed; `in_process` holds the caller's PassContext and Relax Pass."""
+    if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
+        cuda.check_archs(spec.archs, settings.cuda_compiler)
     clock = Clock(stages, progress)
     entry = Entry(folder)
     entry.sources.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from .disk import Cache
 from .entry import Entry, discard, target_of, target_text
+from .key_lock import LockTimeout
 
 log = logging.getLogger("jitflow")
 #: entries younger than this are never evicted: another process may be about to load them.
@@ -40,6 +41,7 @@ class EntryInfo:
     readable: bool = True
     kind: str = "?"
     archs: list[str] = field(default_factory=list)
+    problem: str | None = None    # why its metadata cannot be used (it is refused, rebuilt when next used)
 
     def to_json(self) -> dict[str, Any]:
         """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
@@ -47,7 +49,8 @@ class EntryInfo:
         return {"key": self.key, "path": str(self.path), "size": self.size, "created": self.created,
                 "last_used": self.last_used, "functions": self.functions, "readable": known,
                 "kind": self.kind if known else None, "archs": self.archs,
-                "host": self.host if known and self.host != "?" else None, "target": self.target if known else None}
+                "host": self.host if known and self.host != "?" else None, "target": self.target if known else None,
+                "problem": self.problem}
 
 
 #: Why prune removed an entry: unused for longer than older_than, or least recently used over the cap.
@@ -86,7 +89,7 @@ def entries(cache: Cache) -> list[EntryInfo]:
         if not shard.is_dir():
             continue
         for entry in sorted(shard.iterdir()):
-            meta = Entry(entry).read_meta() if entry.is_dir() else None
+            meta, problem = Entry(entry).meta_and_problem() if entry.is_dir() else (None, "not a folder")
             try:
                 used = Entry(entry).used.stat().st_mtime
             except OSError:
@@ -98,14 +101,12 @@ def entries(cache: Cache) -> list[EntryInfo]:
                 functions=list(meta.get("functions", [])) if meta else [],
                 target=target_text(target, host=False) if target else "?",
                 host=target.get("host") or "?", readable=meta is not None,
-                kind=target.get("kind") or "?", archs=list(target.get("archs") or [])))
+                kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem))
     return found
 
 
 def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | None:
     """Why remove_entry would keep this entry now (KEPT_RECENT, KEPT_BUILDING, KEPT_GONE), or None."""
-    from filelock import Timeout
-
     try:
         published = cache.entry_dir(key).stat().st_mtime
     except OSError:
@@ -115,7 +116,7 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
     try:
         with cache.lock(key, timeout=0):
             return None
-    except Timeout:
+    except LockTimeout:
         return KEPT_BUILDING
     except OSError:
         return KEPT_ERROR
@@ -123,8 +124,6 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
 
 def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
     """Remove one entry unless it is being built or was just published; True if removed."""
-    from filelock import Timeout
-
     entry = cache.entry_dir(key)
     try:
         with cache.lock(key, timeout=0):
@@ -136,7 +135,7 @@ def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
                 return False
             discard(entry, cache.staging_root)
         return True
-    except Timeout:
+    except LockTimeout:
         return False
     except OSError as exc:
         log.warning("jitflow: could not remove cache entry %s: %s", key[:12], exc)
