@@ -170,6 +170,38 @@ def test_a_registered_intrinsic_lowering_changes_the_key(cache_dir):
     assert libm() == ["hit", plain[1], "exp"]
 
 
+SIGMOID = """
+    import numpy as np, tvm, jitflow, kernels, models
+    {setup}
+    exe = jitflow.compile(kernels.sigmoid(), "c")
+    a = np.linspace(-4.0, 4.0, 64, dtype="float32")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe["main"](tvm.runtime.tensor(a), c)
+    exact = np.allclose(c.numpy(), 1 / (1 + np.exp(-a)), rtol=1e-5, atol=1e-6)
+    model_key = jitflow.compile(models.sigmoid_model(), "c").key   # exp appears only when legalized
+    print(exe.build_info.outcome, exe.key, "exact" if exact else "other", model_key)
+"""
+FAST_EXP_RULE = """
+    def fast_exp(op):   # a crude exp: a library built with it is visibly different
+        x = op.args[0]
+        return tvm.tirx.const(1.0, "float32") + x + x * x * tvm.tirx.const(0.5, "float32")
+    tvm.tirx.register_intrin_lowering("tirx.exp", "c", f=fast_exp, level=99)
+"""
+
+
+def test_a_lowering_rule_for_an_intrinsic_the_module_does_not_name_changes_the_key(cache_dir):
+    def run(setup: str = "") -> list[str]:
+        code = SIGMOID.format(setup=textwrap.indent(textwrap.dedent(setup), "    ").strip())
+        return run_python(code).stdout.split()
+
+    fast = run(FAST_EXP_RULE)
+    assert fast[0] == "built" and fast[2] == "other"     # the rule reached sigmoid's exp
+    plain = run()
+    assert plain[0] == "built" and plain[2] == "exact", (fast, plain)
+    assert plain[1] != fast[1] and plain[3] != fast[3]
+    assert run() == ["hit", plain[1], "exact", plain[3]]
+
+
 def test_registered_codegen_callbacks_and_pipelines_change_the_key(cache_dir):
     out = run_python("""
         import tvm, tvm_ffi, jitflow, kernels, models
