@@ -15,8 +15,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 from ..errors import CompileError, InvalidInputError, JitflowError
 from ..target import normalize_arch
-from ..toolchain import cuda as device_compiler
-from ..toolchain import cuda_toolkit
+from ..toolchain import cuda_toolkit, device_compiler
 
 SASS_TOOLS: tuple[cuda_toolkit.Tool, ...] = ("nvdisasm", "cuobjdump")
 SASS_MISSING = ("SASS text: needs nvdisasm or cuobjdump (a CUDA toolkit, or pip install nvidia-cuda-nvdisasm); "
