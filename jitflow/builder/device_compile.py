@@ -1,7 +1,7 @@
 """Each device module's CUDA source -> fatbins, its kernels compiled in pieces side by side.
 
 With NVRTC and TVM's usual prelude (small enough for the in-memory CCCL headers), a source is split
-by kernels (split_c.split_kernels) into as many pieces as usable cores, which NVRTC compiles in
+by kernels (host_c/split.py: split_kernels) into as many pieces as usable cores, which NVRTC compiles in
 parallel threads, each for every arch; each piece becomes its own device module (pack.py).
 Compiling a piece costs the prelude once more (tens of milliseconds); a source that needs the real
 CCCL headers (a second of parsing per compile) or nvcc is compiled whole. If the pieces fail, the
@@ -19,8 +19,8 @@ from typing import Callable, Sequence
 from ..errors import CompileError
 from ..target.cuda_floor import CudaVersion
 from ..toolchain import cccl_shim, device_compiler
-from . import split_c
-from .host_compile import usable_cores
+from .host_c import split
+from .host_c.compile import usable_cores
 from .pack import DevicePiece
 
 log = logging.getLogger("jitflow")
@@ -61,7 +61,7 @@ def compile_device(source_path: Path, archs: Sequence[str], compiler: str, optio
     at once (default: the usable cores); `floor` as for device_compiler.compile_fatbin."""
     source = source_path.read_text()
     jobs = jobs or usable_cores()
-    pieces = split_c.split_kernels(source, piece_count(source, compiler, jobs))
+    pieces = split.split_kernels(source, piece_count(source, compiler, jobs))
     if len(pieces) > 1:
         clock = _ArchClock(archs, len(pieces), on_arch)
         try:

@@ -17,10 +17,11 @@ from ..errors import CompileError
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..target import TargetSpec
 from ..toolchain import host_libs, link, zig_cache
-from . import blob_object, host_c, lower, pack
+from . import blob_object, lower, pack
 from .clock import Clock
 from .device_compile import compile_device
-from .host_compile import HostCompile
+from .host_c import source as host_source
+from .host_c.compile import HostCompile
 from .pack import DevicePiece
 from .progress import Progress
 
@@ -90,7 +91,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         try:
             objects = host.wait()
         except CompileError as exc:
-            raise host_c.explain(exc, entry.host_c.read_text()) from None
+            raise host_source.explain(exc, entry.host_c.read_text()) from None
     except BaseException:
         host.cancel()
         raise
