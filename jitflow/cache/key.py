@@ -132,16 +132,16 @@ def cache_key(mod: Any, spec: TargetSpec, settings: Settings, options: BuildOpti
     docstring); for CUDA, `options.cuda_floor` must be resolved already."""
     text = module_text(mod)
     versions = dict(tool_versions(spec, settings.cuda_compiler), recipe=recipe.digest())
-    return _hashed(text, spec, _option_inputs(spec, settings, options, in_process), versions)
+    return _hashed(text, spec, _option_inputs(text, spec, settings, options, in_process), versions)
 
 
-def _option_inputs(spec: TargetSpec, settings: Settings, options: BuildOptions, in_process: InProcess
-                   ) -> dict[str, Any]:
+def _option_inputs(ir_text: str, spec: TargetSpec, settings: Settings, options: BuildOptions,
+                   in_process: InProcess) -> dict[str, Any]:
     """Everything besides the IR, the target and the versions that changes the bytes."""
     inputs: dict[str, Any] = {
         "device_options": list(options.device_options),
         "pass_context": pass_context.key_of(in_process.pass_context, options.pass_config),
-        "registrations": registrations.fingerprint(spec.kind),
+        "registrations": registrations.fingerprint(ir_text, spec.kind),
     }
     if spec.is_cuda:
         if options.cuda_floor is None:

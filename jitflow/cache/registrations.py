@@ -82,10 +82,10 @@ def relax_pipeline_identity(name: str) -> str | None:
     return None if fn is None else function_identity(fn)
 
 
-def fingerprint(kind: str) -> dict[str, Any]:
-    """Everything above for a target kind ('c' or 'cuda'); host code is always C."""
+def fingerprint(ir_text: str, kind: str) -> dict[str, Any]:
+    """Everything above for a module's text and target kind ('c' or 'cuda'); host code is always C."""
     kinds = ("c", kind) if kind != "c" else ("c",)
-    out: dict[str, Any] = {"intrinsics": foreign_rules(kinds), "tir_pipeline": tir_pipeline_identity()}
+    out: dict[str, Any] = {"intrinsics": foreign_rules(kinds, ir_text), "tir_pipeline": tir_pipeline_identity()}
     found = hooks(kinds)
     if found:
         out["hooks"] = found
