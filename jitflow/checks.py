@@ -3,8 +3,6 @@ wrong, the fix. The shared tier's backends answer with the same Check."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,16 +75,13 @@ def _zig(configured: Path | None) -> list[Check]:
 
 def _cuda_compilers() -> list[Check]:
     from .errors import JitflowError
+    from .toolchain import cuda_toolkit, fatbin_build, nvcc
     from .toolchain import nvrtc as nvrtc_wheels
 
     out = []
     try:
-        from cuda.bindings import nvfatbin, nvrtc
-
-        err, major, minor = nvrtc.nvrtcVersion()
-        out.append(Check("NVRTC", int(err) == 0, f"{major}.{minor}", "pip install 'jitflow[cuda]'"))
-        major, minor = nvfatbin.version()
-        out.append(Check("nvfatbin", True, f"{major}.{minor}"))
+        out.append(Check("NVRTC", True, str(nvrtc_wheels.cuda_version())))
+        out.append(Check("nvfatbin", True, fatbin_build.version()))
     except Exception as exc:  # noqa: BLE001
         out.append(Check("NVRTC/nvfatbin", False, f"not loadable: {exc}", "pip install 'jitflow[cuda]'"))
     from .toolchain import nvjitlink
@@ -100,13 +95,12 @@ def _cuda_compilers() -> list[Check]:
         out.append(Check("CUDA headers (CCCL)", True, nvrtc_wheels.include_dirs()[-1]))
     except JitflowError as exc:
         out.append(Check("CUDA headers (CCCL)", False, str(exc), "pip install 'jitflow[cuda]'"))
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        ver = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-        out.append(Check("nvcc", True, f"{ver[-1] if ver else '?'} ({nvcc})", required=False))
+    found = cuda_toolkit.find("nvcc")
+    if found:
+        out.append(Check("nvcc", True, f"{nvcc.version()} ({found})", required=False))
     else:
-        out.append(Check("nvcc", False, "not on PATH (optional: JITFLOW_CUDA_COMPILER=nvcc needs it)",
-                         "install a CUDA toolkit if you want nvcc", required=False))
+        out.append(Check("nvcc", False, f"not in {cuda_toolkit.WHERE} (optional: JITFLOW_CUDA_COMPILER=nvcc "
+                         "needs it)", "install a CUDA toolkit if you want nvcc", required=False))
     return out
 
 

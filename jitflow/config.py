@@ -262,7 +262,7 @@ class Settings:
     progress: str = "auto"
     cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
     cache_salt: str = ""
-    build_jobs: int | None = None       # None: the usable cores (builder/host_compile.py)
+    build_jobs: int | None = None       # None: the usable cores (builder/host_c/compile.py)
     tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda_flags.py)
 
 

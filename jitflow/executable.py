@@ -16,7 +16,7 @@ from .formats.vm_program import KIND as VM_KIND
 from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .target import TargetSpec, resolve_target
-from .toolchain import cuda as cuda_toolchain
+from .toolchain import device_compiler as cuda_toolchain
 
 _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)
 _LOADED_LOCK = threading.Lock()

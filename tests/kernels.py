@@ -90,6 +90,19 @@ def libm_calls(n: int = 64):
     return tvm.IRModule({"main": main})
 
 
+def sigmoid(n: int = 64):
+    """C = sigmoid(A): the module names no exp; TVM legalizes sigmoid into one while lowering."""
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((n,), "float32"), C: T.Buffer((n,), "float32")):
+        for i in range(n):
+            with T.sblock("C"):
+                vi = T.axis.spatial(n, i)
+                C[vi] = T.sigmoid(A[vi])
+
+    return tvm.IRModule({"main": main})
+
+
 def chain(n: int = 1024):
     """D = (A * 2 + 1) * 3 in three stages through two temporaries, B and C: TVM's storage rewrite
     lets C reuse B's memory (one allocation), or not with tirx.disable_storage_rewrite (two)."""

@@ -150,3 +150,17 @@ def cuda_pipeline(fuse: bool = True, plan: bool = True) -> Any:
                                         + cuda.dataflow_lower_passes(target) + finalize)(mod)
 
     return _pipeline
+
+
+def sigmoid_model(n: int = 64) -> Any:
+    """y = sigmoid(x): a Relax model whose exp appears only when TVM legalizes it."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Sigmoid:
+        @R.function
+        def main(x: R.Tensor((n,), "float32")) -> R.Tensor((n,), "float32"):
+            return R.sigmoid(x)
+
+    return Sigmoid

@@ -82,14 +82,12 @@ def test_missing_nvcc_names_the_fix(cache_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    cuda_nvcc.find_nvcc.cache_clear()
     cuda_nvcc.version.cache_clear()
     try:
         exe = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90", cuda_compiler="nvcc")
         with pytest.raises(errors.ToolMissingError, match="CUDA toolkit|NVRTC"):
             exe.jit()
     finally:
-        cuda_nvcc.find_nvcc.cache_clear()
         cuda_nvcc.version.cache_clear()
 
 

@@ -1,7 +1,7 @@
 """Each device module's CUDA source -> fatbins, its kernels compiled in pieces side by side.
 
 With NVRTC and TVM's usual prelude (small enough for the in-memory CCCL headers), a source is split
-by kernels (split_c.split_kernels) into as many pieces as usable cores, which NVRTC compiles in
+by kernels (host_c/split.py: split_kernels) into as many pieces as usable cores, which NVRTC compiles in
 parallel threads, each for every arch; each piece becomes its own device module (pack.py).
 Compiling a piece costs the prelude once more (tens of milliseconds); a source that needs the real
 CCCL headers (a second of parsing per compile) or nvcc is compiled whole. If the pieces fail, the
@@ -18,10 +18,10 @@ from typing import Callable, Sequence
 
 from ..errors import CompileError
 from ..target.cuda_floor import CudaVersion
-from ..toolchain import cccl_shim, cuda
+from ..toolchain import cccl_shim, device_compiler
 from ..toolchain.cuda_flags import CudaFlags
-from . import split_c
-from .host_compile import usable_cores
+from .host_c import split
+from .host_c.compile import usable_cores
 from .pack import DevicePiece
 
 log = logging.getLogger("jitflow")
@@ -59,22 +59,21 @@ def compile_device(source_path: Path, archs: Sequence[str], compiler: str, optio
                    on_arch: Callable[[str, float], None] | None = None, jobs: int | None = None,
                    floor: CudaVersion | None = None, flags: CudaFlags = CudaFlags()) -> tuple[list[DevicePiece], str]:
     """The kept CUDA source at `source_path` -> fatbin pieces and the compiler's log; `jobs` compiles
-    at once (default: the usable cores); `floor` and `flags` as for cuda.compile_fatbin."""
+    at once (default: the usable cores); `floor` and `flags` as for device_compiler.compile_fatbin."""
     source = source_path.read_text()
     jobs = jobs or usable_cores()
-    pieces = split_c.split_kernels(source, piece_count(source, compiler, jobs))
+    pieces = split.split_kernels(source, piece_count(source, compiler, jobs))
     if len(pieces) > 1:
         clock = _ArchClock(archs, len(pieces), on_arch)
         try:
             with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
                                     thread_name_prefix="jitflow-device") as pool:
-                built = list(pool.map(lambda p: cuda.compile_fatbin(source_path, archs, compiler, options,
-                                                                    clock.done, floor, text=p[0], flags=flags),
-                                         pieces))
+                built = list(pool.map(lambda p: device_compiler.compile_fatbin(
+                    source_path, archs, compiler, options, clock.done, floor, text=p[0], flags=flags), pieces))
             logs = [f"== piece {n}: {', '.join(names)} ==\n{text}" for n, ((_, names), (_, text))
                     in enumerate(zip(pieces, built))]
             return [DevicePiece(fatbin, names) for (_, names), (fatbin, _) in zip(pieces, built)], "\n".join(logs)
         except CompileError as exc:
             log.debug("jitflow: the device code pieces failed (%s); compiling the source whole", exc.log[-500:])
-    fatbin, text = cuda.compile_fatbin(source_path, archs, compiler, options, on_arch, floor, flags=flags)
+    fatbin, text = device_compiler.compile_fatbin(source_path, archs, compiler, options, on_arch, floor, flags=flags)
     return [DevicePiece(fatbin, [])], text

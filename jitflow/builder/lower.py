@@ -22,8 +22,8 @@ from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
 from ..target import TargetSpec
 from . import memory_facts, vm_blob
-from .host_c import host_source
-from .host_codegen import legalized_c_host
+from .host_c.codegen import legalized_c_host
+from .host_c.source import host_source
 from .prepare import check_thread_binding, is_relax
 
 _CALLBACK = "tvm_callback_cuda_compile"
@@ -133,7 +133,7 @@ def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
     return out
 
 
-@legalized_c_host()   # TVM's C printer gets the host IR legalized (c_legalize.py)
+@legalized_c_host()   # TVM's C printer gets the host IR legalized (host_c/legalize.py)
 def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
           relax_pipeline: Any = None, caller_context: Any = NOT_GIVEN, defer_pack: bool = False) -> Lowered:
     """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure.

@@ -17,11 +17,12 @@ from ..errors import CompileError
 from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..target import TargetSpec
-from ..toolchain import cuda, cuda_flags, host_libs, link, zig_cache
-from . import host_c, lower, memory_facts, pack
+from ..toolchain import cuda_flags, device_compiler, host_libs, link, zig_cache
+from . import lower, memory_facts, pack
 from .clock import Clock
 from .device_compile import compile_device
-from .host_compile import HostCompile
+from .host_c import source as host_source
+from .host_c.compile import HostCompile
 from .pack import DevicePiece
 from .progress import Progress
 
@@ -62,7 +63,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
 
     `options` are read, never changed; `in_process` holds the caller's PassContext and Relax Pass."""
     if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
-        cuda.check_archs(spec.archs, settings.cuda_compiler)
+        device_compiler.check_archs(spec.archs, settings.cuda_compiler)
     clock = Clock(stages, progress)
     entry = Entry(folder)
     entry.sources.mkdir(parents=True, exist_ok=True)
@@ -94,7 +95,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         try:
             objects = host.wait()
         except CompileError as exc:
-            raise host_c.explain(exc, entry.host_c.read_text()) from None
+            raise host_source.explain(exc, entry.host_c.read_text()) from None
     except BaseException:
         host.cancel()
         raise

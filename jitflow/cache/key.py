@@ -10,7 +10,8 @@ checked again on every lookup):
   compiler's default included), and a Relax module's pipeline (`pipeline_key`: a name with the
   function registered under it, or a Pass by its printed structure);
 - the PassContext the build lowers in: the caller's, merged with pass_config= (pass_context.key_of);
-- the TVM registrations the build can see (registrations.py);
+- the TVM registrations the build can see (registrations.py): lowering rules that are not TVM's own,
+  code-generator callbacks, the TIR pipeline that will run;
 - for CUDA, the device compiler and the environment that reaches it: for NVRTC the variables it
   reads, for both TVM's CUDA variables that change the flags (toolchain/environment.py);
 - the versions of jitflow, TVM, zig and the CUDA compiler (toolchain/versions.py) and a digest

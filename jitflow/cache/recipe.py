@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).resolve().parent.parent
 #: folders of jitflow whose every file shapes what is built
 FOLDERS = ("builder", "toolchain", "formats", "target")
 #: single files that decide what an entry holds and what its key covers
-FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py", "options.py",
-         "pass_context.py")
+FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py",
+         "cache/lowering_rules.py", "options.py", "pass_context.py")
 
 
 def _files() -> list[tuple[str, str]]:

@@ -1,14 +1,16 @@
 """The TVM registrations a build depends on that can be seen from Python: part of the cache key.
 
 TVM lets a process change what it emits without changing the module: intrinsic lowering rules
-(`tvm.tirx.op.register_intrin_lowering`, `register_op_attr(..., "<target>.FLowerIntrinsic")`),
+(`tvm.tirx.register_intrin_lowering`, `register_op_attr(..., "<target>.FLowerIntrinsic")`),
 global callbacks its code generators call (`tvm_callback_cuda_postproc`), and the functions
-behind Relax pipeline names (`tvm.relax.pipeline.PIPELINE_MAP`). What the key records:
+behind pipeline names (TIR: `tvm.tirx.register_tir_pipeline`; Relax: `tvm.relax.pipeline.PIPELINE_MAP`).
+What the key records:
 
-- for every intrinsic the module calls (read from its text), what each lowering rule that
-  applies to the target returns for a probe call, per floating-point dtype the module uses;
+- every lowering rule for the target that is not compiled into TVM (lowering_rules.py): what it
+  makes of a probe call per dtype, whichever intrinsics the module names;
 - which of the callbacks the target's code generator consults are registered;
-- for a Relax pipeline given by name, the module, name and bytecode of the function behind it.
+- the TIR pipeline TVM will run and, for a Relax pipeline given by name, the function behind it:
+  its module, name and bytecode.
 
 What cannot be seen this way (the body of a registered callback, a C++ registration that replaces
 another, a pass changed in place) needs `cache_salt=` / JITFLOW_CACHE_SALT: docs/reliability.md.
@@ -16,75 +18,15 @@ another, a pass changed in place) needs `cache_salt=` / JITFLOW_CACHE_SALT: docs
 from __future__ import annotations
 
 import hashlib
-import re
-from functools import lru_cache
 from typing import Any
+
+from .lowering_rules import foreign_rules
 
 #: global functions each target's code generator calls when they exist
 HOOKS = {"c": (), "cuda": ("tvm_callback_cuda_postproc",)}
-#: op attributes TVM's LowerIntrin pass consults, per target kind (the host is always "c")
-_PATTERNS = {
-    "c": ("c.FLowerIntrinsic", "c.FLegalize", "default.FLowerIntrinsic", "default.FLegalize"),
-    "cuda": ("cuda.FLowerIntrinsic", "cuda.FLegalize", "cuda.fastmath.FLowerIntrinsic",
-             "default.FLowerIntrinsic", "default.FLegalize"),
-}
-_CALL_RE = re.compile(r"\bT\.([A-Za-z_][A-Za-z0-9_]*)\(")
-#: TVMScript names that are never intrinsic calls (asking TVM about each costs an exception once)
-_NOT_OPS = re.compile(r"(u?int\d+|b?float\d+|bool|handle|void|Buffer|prim_func|reads|writes|sblock|sblock_attr|"
-                      r"match_buffer|alloc_buffer|decl_buffer|init|grid|serial|parallel|vectorized|unroll|"
-                      r"thread_binding|launch_thread|env_thread|func_attr|Cast|Select|Broadcast|Ramp|Let)")
-_FLOAT_RE = re.compile(r"\b(bfloat16|float16|float32|float64)\b")
-_probes: dict[tuple[str, str, str], tuple[Any, str]] = {}   # holds each rule: its address is never reused
-
-
-@lru_cache(maxsize=None)
-def _op(name: str) -> Any:
-    """The TIR op `tirx.<name>`, or None when the name is not an op (T.float32(...), T.axis...)."""
-    import tvm
-
-    try:
-        return tvm.ir.Op.get(f"tirx.{name}")
-    except Exception:
-        return None
-
-
-def _probe(op: Any, pattern: str, dtype: str) -> str | None:
-    """What the lowering rule `pattern` of `op` makes of a call with `dtype` arguments (None: no rule)."""
-    import tvm
-
-    if not op.has_attr(pattern):
-        return None
-    rule = op.get_attr(pattern)
-    if rule is None:
-        return None
-    memo = (op.name, pattern, dtype)
-    known = _probes.get(memo)
-    if known is not None and known[0].same_as(rule):
-        return known[1]
-    args = [tvm.tirx.Var(f"x{i}", dtype) for i in range(max(int(op.num_inputs), 1))]
-    try:
-        lowered = str(rule(tvm.tirx.op.call_intrin(dtype, op.name, *args)))
-    except Exception as exc:  # a rule that refuses the probe: still a stable fact about it
-        lowered = f"error {type(exc).__name__}"
-    _probes[memo] = (rule, lowered)
-    return lowered
-
-
-def intrinsic_rules(ir_text: str, kinds: tuple[str, ...]) -> dict[str, str]:
-    """'op pattern dtype' -> the lowered probe, for every intrinsic `ir_text` calls."""
-    dtypes = sorted(set(_FLOAT_RE.findall(ir_text))) or ["float32"]
-    patterns = list(dict.fromkeys(p for kind in kinds for p in _PATTERNS.get(kind, ())))
-    out = {}
-    for name in sorted(set(_CALL_RE.findall(ir_text))):
-        op = None if _NOT_OPS.fullmatch(name) else _op(name)
-        if op is None:
-            continue
-        for pattern in patterns:
-            for dtype in dtypes:
-                lowered = _probe(op, pattern, dtype)
-                if lowered is not None:
-                    out[f"{name} {pattern} {dtype}"] = lowered
-    return out
+#: the TIR pipeline tvm.compile runs: the name its "default" stands for in TVM 0.27
+TIR_PIPELINE = "s_tir"
+_identities: dict[int, tuple[Any, Any, str]] = {}   # id -> (the function, held; its code; its identity)
 
 
 def hooks(kinds: tuple[str, ...]) -> list[str]:
@@ -113,9 +55,23 @@ def function_identity(fn: Any) -> str:
     code = getattr(fn, "__code__", None)
     if code is None:
         return name
+    known = _identities.get(id(fn))
+    if known is not None and known[0] is fn and known[1] is code:
+        return known[2]
     h = hashlib.sha256()
     _code_digest(code, h)
-    return f"{name} {h.hexdigest()[:16]}"
+    _identities[id(fn)] = (fn, code, f"{name} {h.hexdigest()[:16]}")
+    return _identities[id(fn)][2]
+
+
+def tir_pipeline_identity() -> str:
+    """The function TVM runs as the TIR pipeline, by its identity: tvm.compile (and relax.build, for
+    a model's kernels) asks for "default", which tvm.tirx.get_tir_pipeline maps to the function
+    registered under "s_tir" (tvm.tirx.register_tir_pipeline replaces it)."""
+    from tvm.tirx.compilation_pipeline import PIPELINE_MAP
+
+    fn = PIPELINE_MAP.get(TIR_PIPELINE)
+    return f"{TIR_PIPELINE} = {'none' if fn is None else function_identity(fn)}"
 
 
 def relax_pipeline_identity(name: str) -> str | None:
@@ -129,7 +85,7 @@ def relax_pipeline_identity(name: str) -> str | None:
 def fingerprint(ir_text: str, kind: str) -> dict[str, Any]:
     """Everything above for a module's text and target kind ('c' or 'cuda'); host code is always C."""
     kinds = ("c", kind) if kind != "c" else ("c",)
-    out: dict[str, Any] = {"intrinsics": intrinsic_rules(ir_text, kinds)}
+    out: dict[str, Any] = {"intrinsics": foreign_rules(kinds, ir_text), "tir_pipeline": tir_pipeline_identity()}
     found = hooks(kinds)
     if found:
         out["hooks"] = found

@@ -8,21 +8,18 @@ asking for SASS raises ToolMissingError saying so.
 """
 from __future__ import annotations
 
-import glob
-import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
-from ..config import cuda_toolkit_homes
 from ..errors import CompileError, InvalidInputError, JitflowError
 from ..target import normalize_arch
+from ..toolchain import cuda_toolkit, device_compiler
 
-SASS_TOOLS = ("nvdisasm", "cuobjdump")
+SASS_TOOLS: tuple[cuda_toolkit.Tool, ...] = ("nvdisasm", "cuobjdump")
 SASS_MISSING = ("SASS text: needs nvdisasm or cuobjdump (a CUDA toolkit, or pip install nvidia-cuda-nvdisasm); "
-                "neither is on PATH, in CUDA_HOME or beside nvcc")
+                f"neither is in {cuda_toolkit.WHERE}")
 
 
 class DeviceText(Mapping[str, str]):
@@ -71,30 +68,12 @@ class DeviceText(Mapping[str, str]):
         return f"<{self.what} for {', '.join(self._archs) or 'no arch'}{'; ' + self.note if self.note else ''}>"
 
 
-def _candidates(name: str) -> Iterator[str]:
-    found = shutil.which(name)
-    if found:
-        yield found
-    for home in cuda_toolkit_homes():
-        yield str(home / "bin" / name)
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        yield str(Path(nvcc).resolve().parent / name)
-    try:
-        import nvidia
-
-        for root in getattr(nvidia, "__path__", []):
-            yield from sorted(glob.glob(os.path.join(root, "*", "bin", name)))
-    except ImportError:
-        pass
-
-
 def find_sass_tool() -> tuple[str, str] | None:
-    """(tool name, path) of nvdisasm or cuobjdump, or None where neither is installed."""
+    """(tool name, path) of nvdisasm or cuobjdump (toolchain/cuda_toolkit.py finds them), or None."""
     for name in SASS_TOOLS:
-        for path in _candidates(name):
-            if os.path.isfile(path) and os.access(path, os.X_OK):
-                return name, path
+        path = cuda_toolkit.find(name)
+        if path is not None:
+            return name, path
     return None
 
 
@@ -113,28 +92,7 @@ def disassemble(cubin: bytes, tool: tuple[str, str]) -> str:
 
 def ptx_from_source(source: str, arch: str, compiler: str, options: Sequence[str] = ()) -> str:
     """The PTX the build's compiler makes from `source` for `arch` (the input of that arch's SASS)."""
-    if compiler == "nvcc":
-        return _nvcc_ptx(source, arch, options)
-    from ..toolchain import nvrtc
-
-    _cubin, ptx, _log = nvrtc._compile_one(source, arch, list(options), None)
-    return ptx.rstrip(b"\0").decode("utf-8", errors="replace")
-
-
-def _nvcc_ptx(source: str, arch: str, options: Sequence[str]) -> str:
-    from ..toolchain.cuda_flags import DEFINES
-    from ..toolchain.nvcc import find_nvcc
-
-    num = arch[len("sm_"):]
-    with tempfile.TemporaryDirectory(prefix="jitflow-ptx-") as tmp:
-        src, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.ptx"
-        src.write_text(source)
-        cmd = [find_nvcc(), "-ptx", f"-arch=compute_{num}", "-std=c++17", "--expt-relaxed-constexpr",
-               *DEFINES, *options, "-o", str(out), str(src)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0 or not out.is_file():
-            raise CompileError("nvcc", cmd, proc.stdout + proc.stderr)
-        return out.read_text()
+    return device_compiler.ptx(source, arch, compiler, options)
 
 
 def readable_ptx(data: bytes) -> str | None:

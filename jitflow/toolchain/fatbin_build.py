@@ -25,6 +25,12 @@ def _nvfatbin():
     return nvfatbin
 
 
+def version() -> str:
+    """The version of the nvfatbin in use ('13.5'); a ToolMissingError where there is none."""
+    major, minor = _nvfatbin().version()
+    return f"{major}.{minor}"
+
+
 def build(images: list[Image], name: str = "kernels") -> bytes:
     """The fatbin holding `images` in order (nvfatbin compresses PTX as it adds it)."""
     nvfatbin = _nvfatbin()

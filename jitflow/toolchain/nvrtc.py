@@ -105,8 +105,15 @@ def supported_archs() -> tuple[str, ...]:
     return tuple(f"sm_{a}" for a in archs)
 
 
+def ptx(source: str, arch: str, options: Sequence[str] = ()) -> str:
+    """The PTX NVRTC makes of `source` for `arch` with a build's flags (what becomes its SASS)."""
+    _cubin, text, _log = _compile_one(source, arch, list(options), None)
+    return text.rstrip(b"\0").decode("utf-8", errors="replace")
+
+
+@lru_cache(maxsize=1)
 def cuda_version() -> CudaVersion:
-    """The CUDA version of the installed NVRTC (13.5 for the 13.5 wheel)."""
+    """The CUDA version of the installed NVRTC (13.5 for the 13.5 wheel), asked once per process."""
     nvrtc, _ = _bindings()
     err, major, minor = nvrtc.nvrtcVersion()
     _check((err,), "nvrtcVersion")

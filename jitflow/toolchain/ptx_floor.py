@@ -9,7 +9,6 @@ newer, so a text it accepts at the floor's ISA is one the floor's driver accepts
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,17 +17,7 @@ from ..errors import CompileError, ToolMissingError
 from ..formats import fatbin
 from ..formats import ptx as ptx_text
 from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, isa_text, ptx_isa_for
-from . import fatbin_build, nvjitlink
-
-
-def _ptxas() -> str | None:
-    from .nvcc import find_nvcc
-
-    try:
-        found = Path(find_nvcc()).resolve().parent / "ptxas"
-    except ToolMissingError:
-        return shutil.which("ptxas")
-    return str(found) if found.is_file() else shutil.which("ptxas")
+from . import cuda_toolkit, fatbin_build, nvjitlink
 
 
 def assemble(ptx: bytes, arch: str) -> None:
@@ -36,7 +25,7 @@ def assemble(ptx: bytes, arch: str) -> None:
     if nvjitlink.available():
         nvjitlink.assemble(ptx, arch)
         return
-    tool = _ptxas()
+    tool = cuda_toolkit.find("ptxas")
     if tool is None:
         raise ToolMissingError(f"checking PTX against the CUDA floor needs nvJitLink; {nvjitlink.INSTALL_HINT}")
     with tempfile.TemporaryDirectory(prefix="jitflow-ptx-") as tmp:

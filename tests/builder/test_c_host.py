@@ -12,7 +12,8 @@ from conftest import module_cache
 from tvm.script import tirx as T
 
 import jitflow
-from jitflow.builder import c_prelude, host_c
+from jitflow.builder.host_c import prelude as c_prelude
+from jitflow.builder.host_c import source as host_c
 from jitflow.errors import CompileError, HostCodeError
 from jitflow.formats import elf
 

@@ -11,7 +11,8 @@ import tvm
 
 import jitflow
 from jitflow import config
-from jitflow.builder import host_compile, progress, steps
+from jitflow.builder import progress, steps
+from jitflow.builder.host_c import compile as host_compile
 from jitflow.options import BuildOptions, InProcess
 from jitflow.target import resolve_target
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from jitflow.builder import split_c
-from jitflow.builder.host_compile import HostCompile
+from jitflow.builder.host_c import split as split_c
+from jitflow.builder.host_c.compile import HostCompile
 from jitflow.toolchain import link, zig
 
 HOST = "x86_64-linux-gnu"

@@ -170,6 +170,73 @@ def test_a_registered_intrinsic_lowering_changes_the_key(cache_dir):
     assert libm() == ["hit", plain[1], "exp"]
 
 
+SIGMOID = """
+    import numpy as np, tvm, jitflow, kernels, models
+    {setup}
+    exe = jitflow.compile(kernels.sigmoid(), "c")
+    a = np.linspace(-4.0, 4.0, 64, dtype="float32")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe["main"](tvm.runtime.tensor(a), c)
+    exact = np.allclose(c.numpy(), 1 / (1 + np.exp(-a)), rtol=1e-5, atol=1e-6)
+    model_key = jitflow.compile(models.sigmoid_model(), "c").key   # exp appears only when legalized
+    print(exe.build_info.outcome, exe.key, "exact" if exact else "other", model_key)
+"""
+FAST_EXP_RULE = """
+    def fast_exp(op):   # a crude exp: a library built with it is visibly different
+        x = op.args[0]
+        return tvm.tirx.const(1.0, "float32") + x + x * x * tvm.tirx.const(0.5, "float32")
+    tvm.tirx.register_intrin_lowering("tirx.exp", "c", f=fast_exp, level=99)
+"""
+
+
+def test_a_lowering_rule_for_an_intrinsic_the_module_does_not_name_changes_the_key(cache_dir):
+    def run(setup: str = "") -> list[str]:
+        code = SIGMOID.format(setup=textwrap.indent(textwrap.dedent(setup), "    ").strip())
+        return run_python(code).stdout.split()
+
+    fast = run(FAST_EXP_RULE)
+    assert fast[0] == "built" and fast[2] == "other"     # the rule reached sigmoid's exp
+    plain = run()
+    assert plain[0] == "built" and plain[2] == "exact", (fast, plain)
+    assert plain[1] != fast[1] and plain[3] != fast[3]
+    assert run() == ["hit", plain[1], "exact", plain[3]]
+
+
+AXPB = """
+    import numpy as np, tvm, jitflow, kernels
+    {setup}
+    exe = jitflow.compile(kernels.axpb(4300.0), "c")
+    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe["main"](tvm.runtime.tensor(np.ones(64, "float32")), c)
+    print(exe.build_info.outcome, exe.key, c.numpy()[0])
+"""
+CUSTOM_TIR_PIPELINE = """
+    from tvm.tirx.compilation_pipeline import PIPELINE_MAP
+    default = PIPELINE_MAP["s_tir"]
+
+    @tvm.tirx.transform.prim_func_pass(opt_level=0)
+    def other_kernel(func, mod, ctx):   # builds C = A * 4301 + 1 instead
+        return kernels.axpb(4301.0)["main"].with_attrs(func.attrs)
+
+    def custom(**kwargs):
+        pipeline, host, device = default(**kwargs)
+        return tvm.transform.Sequential([other_kernel, pipeline]), host, device
+    tvm.tirx.register_tir_pipeline("s_tir", custom)   # the name tvm.compile's "default" stands for
+"""
+
+
+def test_a_custom_tir_pipeline_under_the_default_name_changes_the_key(cache_dir):
+    def run(setup: str = "") -> list[str]:
+        code = AXPB.format(setup=textwrap.indent(textwrap.dedent(setup), "    ").strip())
+        return run_python(code).stdout.split()
+
+    custom = run(CUSTOM_TIR_PIPELINE)
+    assert custom[0] == "built" and custom[2] == "4302.0"     # the custom pipeline ran
+    plain = run()
+    assert plain[0] == "built" and plain[2] == "4301.0" and plain[1] != custom[1], (custom, plain)
+    assert run(CUSTOM_TIR_PIPELINE) == ["hit", custom[1], "4302.0"]   # its identity is stable across processes
+
+
 def test_registered_codegen_callbacks_and_pipelines_change_the_key(cache_dir):
     out = run_python("""
         import tvm, tvm_ffi, jitflow, kernels, models

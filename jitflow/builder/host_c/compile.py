@@ -1,4 +1,4 @@
-"""The host C compiled in pieces by zig processes running side by side (split_c.py), in the
+"""The host C compiled in pieces by zig processes running side by side (split.py), in the
 background while the device code builds.
 
 There are as many pieces as usable cores (fewer for a small source): each piece costs a zig process
@@ -16,9 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import CompileError
-from ..toolchain import zig
-from . import split_c
+from ...errors import CompileError
+from ...toolchain import zig
+from . import split
 
 log = logging.getLogger("jitflow")
 #: a piece of this many bytes of C takes about a tenth of a second at -O2; smaller ones would
@@ -69,7 +69,7 @@ class HostCompile:
         self._started = self._pool.submit(self._start, text, count)
 
     def _start(self, text: str, count: int) -> None:
-        texts = split_c.split(text, count)
+        texts = split.split(text, count)
         pieces = [self.source] if len(texts) == 1 else self._write_pieces(texts)
         with self._lock:
             self.pieces = pieces

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .c_prelude import CONVERT_PREFIX, has_c_type
+from .prelude import CONVERT_PREFIX, has_c_type
 
 #: ops whose vector form the C printer writes with C operators that work on prelude vectors.
 _VECTOR_OPS = {"tirx.bitwise_and", "tirx.bitwise_or", "tirx.bitwise_xor", "tirx.bitwise_not",

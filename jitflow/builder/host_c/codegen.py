@@ -2,7 +2,7 @@
 
 TVM looks `target.build.c` up each time it prints a host module (for kernels, for the host side
 of CUDA modules and for Relax VM executables alike), so replacing it for the duration of one
-`tvm.compile` puts c_legalize.py right before printing, on the IR TVM finished lowering.
+`tvm.compile` puts legalize.py right before printing, on the IR TVM finished lowering.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from ..errors import HostCodeError
-from .c_legalize import function_name, legalize_module
+from ...errors import HostCodeError
+from .legalize import function_name, legalize_module
 
 _BUILD_C = "target.build.c"
 _LOCK = threading.Lock()

@@ -6,7 +6,7 @@ zig's clang understands all of that once the types exist: they are clang ext_vec
 vectors (lanes, `.sN`, element-wise operators and `?:`), typedef'd with the element's alignment
 so that TVM's `*(float4*)(A + i)` loads and stores are safe at any element offset.
 
-The IR pass (c_legalize.py) rewrites what C cannot say with those types into calls of the
+The IR pass (legalize.py) rewrites what C cannot say with those types into calls of the
 `jitflow_*` helpers below. Helpers that depend on the module (vector conversions, static handles)
 are written only when the C source calls them. This text is part of how a library is built, so
 it is covered by the cache key with the rest of jitflow/builder.

@@ -81,12 +81,9 @@ def expand_archs(arch: Any, compiler: str) -> Any:
 def supported_archs(compiler: str) -> tuple[str, ...]:
     """The SASS archs the device compiler builds ('sm_75', ...)."""
     if compiler == "nvcc":
-        import subprocess
+        from . import nvcc
 
-        from .nvcc import find_nvcc
-
-        out = subprocess.run([find_nvcc(), "--list-gpu-code"], capture_output=True, text=True, check=False).stdout
-        return tuple(dict.fromkeys(re.findall(r"\bsm_\d+\b", out)))
+        return nvcc.supported_archs()
     from . import nvrtc
 
     return nvrtc.supported_archs()
@@ -107,3 +104,15 @@ def check_archs(archs: Sequence[str], compiler: str) -> None:
                       f"{compiler_version(compiler)}: it builds {', '.join(supported) or 'no arch'} (the oldest is "
                       f"{oldest}); choose among those, or install a device compiler that builds "
                       f"{'them' if len(missing) > 1 else 'it'}")
+
+
+def ptx(source: str, arch: str, compiler: str, options: Sequence[str] = ()) -> str:
+    """The PTX the device compiler makes of `source` for `arch` with a build's flags (for a report:
+    the fatbin keeps PTX for the lowest arch only)."""
+    if compiler == "nvcc":
+        from . import nvcc
+
+        return nvcc.ptx(source, arch, options)
+    from . import nvrtc
+
+    return nvrtc.ptx(source, arch, options)

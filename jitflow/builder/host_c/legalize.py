@@ -1,9 +1,9 @@
 """The IR pass run on the host module just before TVM prints it as C: what its C printer gets wrong.
 
-Applied by host_codegen.py, which wraps TVM's `target.build.c` while lower.py lowers a module.
+Applied by codegen.py, which wraps TVM's `target.build.c` while builder/lower.py lowers a module.
 On the final host IR (after TVM's own lowering) it
 
-- splits vector statements C cannot hold into lanes (c_lanes.py);
+- splits vector statements C cannot hold into lanes (lanes.py);
 - turns vector casts into `__builtin_convertvector` helpers (a C cast between clang vectors of
   the same size reinterprets the bits: int32x4 -> float32x4 would be silently wrong);
 - rebuilds 8-bit gathers as vectors of scalar loads (TVM packs them into one int);
@@ -23,10 +23,10 @@ import math
 import struct
 from typing import Any
 
-from ..errors import HostCodeError
-from .c_lanes import CannotSplit, LaneSplitter, dtype_of, lanes_of, mutate
-from .c_prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type
-from .host_c import tir_name
+from ...errors import HostCodeError
+from .lanes import CannotSplit, LaneSplitter, dtype_of, lanes_of, mutate
+from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type
+from .source import tir_name
 
 #: TVM op -> C math function (double form; float adds 'f'); float16 computes in float.
 _MATH = {"tirx.exp": "exp", "tirx.exp2": "exp2", "tirx.exp10": "jitflow_exp10", "tirx.log": "log",

@@ -1,14 +1,14 @@
 """TVM's host C made compilable on its own by zig's clang, and clang's complaints about it made readable.
 
-The only text change is inserting the typed prelude (c_prelude.py) after TVM's `#include <math.h>`;
-everything else TVM's printer gets wrong is fixed in the IR before printing (c_legalize.py).
+The only text change is inserting the typed prelude (prelude.py) after TVM's `#include <math.h>`;
+everything else TVM's printer gets wrong is fixed in the IR before printing (legalize.py).
 """
 from __future__ import annotations
 
 import re
 
-from ..errors import CompileError, HostCodeError
-from .c_prelude import END_MARK, MARK, prelude_for
+from ...errors import CompileError, HostCodeError
+from .prelude import END_MARK, MARK, prelude_for
 
 _ANCHOR = "#include <math.h>\n"
 _FUNCTION_RE = re.compile(r"^TVM_DLL [\w\s\*]*?\b(\w+)\(.*\{\s*$")
