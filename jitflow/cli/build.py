@@ -19,5 +19,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     exe = build_options.executable(args.module, args)
     out = exe.export_library(args.output)
-    print(f"{out}: {exe.build_info}")
+    level = exe.options.cpu_level
+    print(f"{out}: {exe.build_info}" + (f"; CPU level {level.describe()}" if level else ""))
     return 0

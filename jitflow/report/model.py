@@ -206,7 +206,7 @@ class Compatibility:
 
 @dataclass(frozen=True)
 class LibraryFacts:
-    """The shared library itself: where, how big, for which CPU and glibc, what it exports."""
+    """The shared library itself: where, how big, for which CPU (and CPU level) and glibc, what it exports."""
 
     path: str | None
     size: int
@@ -214,6 +214,8 @@ class LibraryFacts:
     machine: str
     glibc_baseline: str | None
     exports: tuple[str, ...]
+    cpu_level: str | None = None           # the CPU level its digest record states (None: none recorded)
+    cpu_needs: tuple[str, ...] = ()        # the CPU features (/proc/cpuinfo names) its code needs
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,8 @@ class Report:
         out: dict[str, Any] = {
             "schema": SCHEMA,
             "origin": self.origin,
-            "library": {**asdict(self.library), "exports": list(self.library.exports)},
+            "library": {**asdict(self.library), "exports": list(self.library.exports),
+                        "cpu_needs": list(self.library.cpu_needs)},
             "target": self.target,
             "key": self.key,
             "build": self.build,
@@ -330,7 +333,8 @@ class Report:
         sources = d.get("sources") or {}
         return cls(
             origin=d["origin"],
-            library=LibraryFacts(**{**lib, "exports": tuple(lib["exports"])}),
+            library=LibraryFacts(**{**lib, "exports": tuple(lib["exports"]),
+                                    "cpu_needs": tuple(lib.get("cpu_needs", ()))}),
             target=d.get("target"), key=d.get("key"), build=d.get("build"),
             functions=None if d.get("functions") is None else tuple(HostFunction(**f) for f in d["functions"]),
             symbols=dict(d.get("symbols", {})),

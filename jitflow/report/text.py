@@ -68,6 +68,9 @@ def header(rep: Report) -> list[str]:
     lib = rep.library
     glibc = f", glibc >= {lib.glibc_baseline}" if lib.glibc_baseline else ", no versioned glibc symbols"
     lines.append(f"library: {lib.path or '(temporary build)'}, {lib.size} bytes, {lib.machine}{glibc}")
+    if lib.cpu_level:
+        needs = f"needs {', '.join(lib.cpu_needs)}" if lib.cpu_needs else f"runs on any {lib.machine} CPU"
+        lines.append(f"cpu level: {lib.cpu_level}; {needs}")
     exported = [e[len("__tvm_ffi_"):] for e in lib.exports
                 if e.startswith("__tvm_ffi_") and not e.startswith("__tvm_ffi__")]
     if exported:
