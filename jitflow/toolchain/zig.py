@@ -20,6 +20,10 @@ _FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
           # them costs clang about an eighth of its time on a model's host C
           "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
           "-Xclang", "-ffloat16-excess-precision=none",   # float16 ops round each result, as TIR means
+          # and so do a * b + c: never fused into one FMA where the CPU level (or aarch64) has them. TVM's
+          # unscheduled reductions are serial chains, and an FMA's latency (4 cycles on Zen 5, twice an
+          # add's) doubled resnet18 at x86-64-v3; results also stay the same at every level
+          "-ffp-contract=off",
           "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
 
 
