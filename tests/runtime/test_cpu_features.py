@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import c_host_kernels as K
+import models
 import numpy as np
 import pytest
 from conftest import module_cache
@@ -58,6 +59,17 @@ def test_a_library_at_this_cpus_level_matches_numpy(built):
         K.check(case, arrays, K.call(shipped[case.name], case, arrays))
 
 
+def test_a_level_changes_no_result_products_and_sums_round_apart(built):
+    exe, _ = built
+    a, b = (np.random.default_rng(n).standard_normal(64).astype("float32") for n in (1, 2))
+    c = np.zeros(64, "float32")
+    exe["fma_f32_x8"](a, b, c)
+    unfused = a * b + a                                                  # two roundings, as TIR means
+    fused = (a.astype("float64") * b + a).astype("float32")              # one rounding: what an FMA gives
+    assert np.any(fused != unfused)                                      # these inputs tell them apart
+    np.testing.assert_array_equal(c, unfused)
+
+
 def test_the_record_and_inspect_state_the_level_and_what_it_needs(built, capsys):
     _, exported = built
     needs = sorted(cpu_level.LEVELS[X86][LEVEL][1])
@@ -97,6 +109,17 @@ def test_a_cpu_without_the_level_refuses_the_cache_hit_and_the_export(built):
             jitflow.load(exported)
         assert "sse4_1" in str(pytest.raises(LoadError, jitflow.load, exported).value)
     assert jitflow.load(exported) is not None            # the real CPU again
+
+
+def test_a_model_at_the_level_runs_and_load_vm_refuses_what_this_cpu_lacks(cache_dir, tmp_path):
+    exe = jitflow.compile(models.mlp(), "c", cpu_level=LEVEL)
+    shipped = exe.export_library(tmp_path / "mlp.so")
+    x = np.random.default_rng(5).standard_normal((4, 16)).astype("float32")
+    got = jitflow.load_vm(shipped, "cpu")["main"](x).numpy()
+    np.testing.assert_allclose(got, models.mlp_reference(x, models.mlp_weights()), rtol=1e-5, atol=1e-5)
+    fake = _resealed(shipped, tmp_path / "mlp_fake.so", {"level": LEVEL, "needs": ["jitflow_test_feature"]})
+    with pytest.raises(LoadError, match="needs the CPU features jitflow_test_feature, which this CPU"):
+        jitflow.load_vm(fake, "cpu")
 
 
 def test_cpu_needs_in_a_form_jitflow_cannot_read_are_refused(built, tmp_path):
