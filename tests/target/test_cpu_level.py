@@ -12,7 +12,7 @@ import pytest
 import jitflow
 from jitflow.errors import InvalidInputError, TargetError
 from jitflow.runtime import cpu_features
-from jitflow.target import cpu_level
+from jitflow.target import cpu_level, machine_host
 from jitflow.target.cpu_level import ARM, X86
 from jitflow.toolchain import zig
 
@@ -154,6 +154,7 @@ def test_native_is_a_concrete_cpu_that_needs_only_what_the_cpu_has(host, cpu, le
     assert not {"aes", "sha_ni", "vaes", "pmull", "sha3", "rng"} & set(here.needs)   # intrinsics only: not asked
 
 
+@pytest.mark.skipif(machine_host() != X86, reason="simulates x86-64 CPUs")
 def test_native_resolves_before_keying_so_two_cpus_get_two_keys(cache_dir):
     exe = jitflow.compile(kernels.axpb(), "c", cpu_level="native")
     level = exe.options.cpu_level
