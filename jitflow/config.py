@@ -24,6 +24,9 @@ ENVIRONMENT = {
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
     "JITFLOW_CUDA_FLOOR": ("the compiler's major version .0 (13.0)",
                            "oldest driver (CUDA version) a CUDA library must load on; decides the fatbin's PTX ISA"),
+    "JITFLOW_CPU_LEVEL": ("the architecture's baseline (x86-64, armv8-a)",
+                          "how much of the CPU host code may use: x86-64-v2, x86-64-v3, x86-64-v4; armv8.2-a, "
+                          "neoverse-n1, neoverse-v1, neoverse-v2; native (this CPU)"),
     "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<user cache folder>/jitflow/toolchain/zig-<version>",
                               "zig's own cache, shared by every cache folder of the user (private to the user)"),
@@ -264,6 +267,8 @@ class Settings:
     cache_salt: str = ""
     build_jobs: int | None = None       # None: the usable cores (builder/host_c/compile.py)
     tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda_flags.py)
+    cpu_level: str | None = None        # a level's name (target/cpu_level.py); None: the baseline
+    cpu_level_from: str = "cpu_level"   # where it was given, for messages
 
 
 def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
@@ -276,6 +281,16 @@ def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
             return None
         return cuda_floor.check_supported(cuda_floor.parse(raw, "JITFLOW_CUDA_FLOOR"))
     return cuda_floor.check_supported(cuda_floor.parse(value))
+
+
+def resolve_cpu_level(value: str | None = None) -> tuple[str | None, str]:
+    """(cpu_level= if given, else JITFLOW_CPU_LEVEL, else None; where it came from), its spelling
+    checked: the host it suits is checked when the target is known."""
+    from .target import cpu_level
+
+    if value is not None:
+        return cpu_level.normalize(value), "cpu_level"
+    return cpu_level.normalize(os.environ.get("JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"
 
 
 def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
@@ -293,7 +308,7 @@ def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
 
 def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
             cuda_compiler: str | None = None, cuda_floor: str | float | None = None,
-            cache_salt: str | None = None) -> Settings:
+            cache_salt: str | None = None, cpu_level: str | None = None) -> Settings:
     """Resolve settings: explicit arguments win over JITFLOW_* variables, which win over defaults."""
     _check_arguments(cache_dir, cache, cuda_compiler)
     if cache_dir is None:
@@ -315,7 +330,8 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
         raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
     salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
     jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0, MAX_JOBS, whole=True)
+    level, level_from = resolve_cpu_level(cpu_level)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
                     cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None,
-                    tvm_cuda=resolve_tvm_cuda())
+                    tvm_cuda=resolve_tvm_cuda(), cpu_level=level, cpu_level_from=level_from)

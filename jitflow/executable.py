@@ -14,8 +14,10 @@ from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
 from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
+from .runtime import cpu_features
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
-from .target import TargetSpec, resolve_target
+from .target import TargetSpec, machine_host, resolve_target
+from .target.cpu_level import resolve as resolve_cpu_level
 from .toolchain import device_compiler as cuda_toolchain
 
 _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)
@@ -98,6 +100,10 @@ class Executable:
         device_query: how the GPU and driver the library is checked against are found (a
         jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
         self.target.check_runs_here()
+        level = self._asked.cpu_level
+        if level is not None:
+            cpu_features.require(level.needs, level.describe(), "this library",
+                                 "export_library() it and load it on a CPU that has them")
         with self._lock:
             if self._module is not None:
                 return self._module
@@ -202,7 +208,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
-            cuda_floor: str | float | None = None, cache_salt: str | None = None) -> Executable:
+            cuda_floor: str | float | None = None, cache_salt: str | None = None,
+            cpu_level: str | None = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
@@ -218,6 +225,10 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     default TVM's pipeline for the target. A name is keyed with the function behind it, a Pass
     by str(pass).
     cache_salt: text mixed into the key (default JITFLOW_CACHE_SALT) for what jitflow cannot see.
+    cpu_level: how much of the CPU the host code may use (default JITFLOW_CPU_LEVEL, else the
+    architecture's baseline, which every CPU of it runs): "x86-64-v2", "x86-64-v3", "x86-64-v4";
+    "armv8.2-a", "neoverse-n1", "neoverse-v1", "neoverse-v2" for aarch64; "native" (this machine's
+    CPU, resolved now to its concrete features). The library then loads only where the CPU has them.
     """
     import tvm
 
@@ -230,8 +241,10 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
     settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
-                              cache_salt=cache_salt)
+                              cache_salt=cache_salt, cpu_level=cpu_level)
     spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host)
+    level = resolve_cpu_level(settings.cpu_level, spec.host, lambda: cpu_features.this_cpu().features,
+                              machine_host(), settings.cpu_level_from)
     if pass_config is not None and not isinstance(pass_config, dict):
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
@@ -243,7 +256,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")
     options = BuildOptions.make(pass_config, device_options, relax_pipeline=pipeline_name,
                                 # None: the compiler's major version .0, found when first needed (Executable.options)
-                                cuda_floor=settings.cuda_floor if spec.is_cuda else None)
+                                cuda_floor=settings.cuda_floor if spec.is_cuda else None, cpu_level=level)
     return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))
 
 

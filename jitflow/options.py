@@ -4,7 +4,7 @@ arguments as one frozen value.
 Two parts, kept apart on purpose:
 
 - BuildOptions: plain data (the PassContext options of pass_config=, device compiler flags, the
-  CUDA floor, a Relax pipeline's name). It can be written as JSON and read back (to_json /
+  CUDA floor, a Relax pipeline's name, the CPU level). It can be written as JSON and read back (to_json /
   from_json), so that another process or machine can build the same library.
 - InProcess: live objects of the caller's process that cannot travel: the PassContext the caller
   had entered when compiling (pass_context.py), and a tvm.transform.Pass given as relax_pipeline=.
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from .target.cpu_level import CpuLevel
 from .target.cuda_floor import CudaVersion, parse
 
 #: BuildOptions.relax_pipeline of a Relax module built with TVM's default pipeline for its target
@@ -39,15 +40,19 @@ class BuildOptions:
     #: a Relax module's pipeline by name (DEFAULT_PIPELINE: TVM's for the target); None for a module
     #: without Relax functions, or when the pipeline is a Pass object (InProcess.relax_pass)
     relax_pipeline: str | None = None
+    #: how much of the CPU the host code may use (target/cpu_level.py), resolved: native is already
+    #: a concrete CPU and feature list here; None for the architecture's baseline
+    cpu_level: CpuLevel | None = None
 
     @classmethod
     def make(cls, pass_config: Mapping[str, Any] | None = None, device_options: Sequence[str] = (),
-             cuda_floor: CudaVersion | str | None = None, relax_pipeline: str | None = None) -> BuildOptions:
+             cuda_floor: CudaVersion | str | None = None, relax_pipeline: str | None = None,
+             cpu_level: CpuLevel | None = None) -> BuildOptions:
         """Options from already checked arguments (jitflow.compile checks them)."""
         return cls(pass_config_items=tuple(sorted(dict(pass_config or {}).items())),
                    device_options=tuple(device_options),
                    cuda_floor=None if cuda_floor is None else parse(cuda_floor),
-                   relax_pipeline=relax_pipeline)
+                   relax_pipeline=relax_pipeline, cpu_level=cpu_level)
 
     @property
     def pass_config(self) -> dict[str, Any]:
@@ -62,13 +67,14 @@ class BuildOptions:
         """The options as JSON-able data (from_json reads it back into an equal value)."""
         return {"pass_config": self.pass_config, "device_options": list(self.device_options),
                 "cuda_floor": None if self.cuda_floor is None else str(self.cuda_floor),
-                "relax_pipeline": self.relax_pipeline}
+                "relax_pipeline": self.relax_pipeline,
+                "cpu_level": None if self.cpu_level is None else self.cpu_level.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
         """Options from what to_json gave."""
         return cls.make(data.get("pass_config"), data.get("device_options", ()), data.get("cuda_floor"),
-                        data.get("relax_pipeline"))
+                        data.get("relax_pipeline"), CpuLevel.from_json(data.get("cpu_level")))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ def test_options_travel_as_json_and_pickle_but_process_objects_stay():
     assert BuildOptions.from_json(data) == options
     assert pickle.loads(pickle.dumps(options)) == options
     assert data == {"pass_config": {"tir.UnrollLoop": {"auto_max_step": 16}, "tir.disable_vectorize": True},
-                    "device_options": ["-lineinfo"], "cuda_floor": "13.0", "relax_pipeline": "zero"}
+                    "device_options": ["-lineinfo"], "cuda_floor": "13.0", "relax_pipeline": "zero",
+                    "cpu_level": None}
     caller = tvm.transform.PassContext(opt_level=2)
     assert "opt_level" not in json.dumps(options.to_json()) and InProcess(caller).pass_context is caller
 
@@ -50,3 +51,12 @@ def test_a_pass_given_as_relax_pipeline_is_kept_in_process(cache_dir):
     exe = jitflow.compile(models.mlp(), "c", relax_pipeline=tvm.relax.get_pipeline("zero"))
     assert exe.options.relax_pipeline is None and exe.options.to_json()["relax_pipeline"] is None
     assert exe.key != jitflow.compile(models.mlp(), "c", relax_pipeline="zero").key
+
+
+def test_a_cpu_level_travels_resolved(cache_dir):
+    """native is resolved where compile() runs: what travels names the CPU, not 'native'."""
+    options = jitflow.compile(kernels.axpb(), "c", host="x86_64-linux-gnu", cpu_level="native").options
+    data = json.loads(json.dumps(options.to_json()))
+    assert BuildOptions.from_json(data) == options and pickle.loads(pickle.dumps(options)) == options
+    assert data["cpu_level"]["name"] == "native" and data["cpu_level"]["zig_cpu"].startswith("x86_64")
+    assert jitflow.compile(kernels.axpb(), "c", host="x86_64-linux-gnu").options.cpu_level is None

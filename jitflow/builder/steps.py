@@ -16,7 +16,7 @@ from ..config import Settings
 from ..errors import CompileError
 from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
-from ..target import TargetSpec
+from ..target import TargetSpec, cpu_level
 from ..toolchain import cuda_flags, device_compiler, host_libs, link, zig_cache
 from . import lower, memory_facts, pack
 from .clock import Clock
@@ -79,7 +79,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
                        None if lowered.devices else clock.show,   # the device code has the line first
-                       settings.build_jobs)
+                       settings.build_jobs, cpu=options.cpu_level.zig_cpu if options.cpu_level else None)
     try:
         if lowered.pending:
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
@@ -102,7 +102,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
-                         needs=lowered.runtime_needs())
+                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host))
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

@@ -7,7 +7,8 @@ checked again on every lookup):
   its bytes), by its sha256;
 - the target: kind, archs and host (TargetSpec.canonical);
 - the build options (options.py): device compiler flags and the CUDA floor, resolved (the
-  compiler's default included), and a Relax module's pipeline (`pipeline_key`: a name with the
+  compiler's default included), the CPU level above the baseline (native as the concrete CPU and
+  features it resolved to), and a Relax module's pipeline (`pipeline_key`: a name with the
   function registered under it, or a Pass by its printed structure);
 - the PassContext the build lowers in: the caller's, merged with pass_config= (pass_context.key_of);
 - the TVM registrations the build can see (registrations.py): lowering rules that are not TVM's own,
@@ -150,6 +151,8 @@ def _option_inputs(ir_text: str, spec: TargetSpec, settings: Settings, options: 
         inputs["cuda_compiler"] = settings.cuda_compiler
         inputs["environment"] = environment.compiler_inputs(settings.cuda_compiler, options.device_options,
                                                             settings.tvm_cuda)
+    if options.cpu_level is not None:   # the baseline adds nothing: keys of default builds stay as they were
+        inputs["cpu_level"] = options.cpu_level.to_json()
     pipeline = relax_pipeline(options, in_process)
     if pipeline is not None:
         inputs["relax_pipeline"] = pipeline_key(pipeline)

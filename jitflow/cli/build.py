@@ -22,5 +22,6 @@ def run(args: argparse.Namespace) -> int:
     exe = build_options.executable(args.module, args)
     destination(args.output, loaded_sources())   # before building: never over the module file or what it imports
     out = exe.export_library(args.output)
-    print(f"{out}: {exe.build_info}")
+    level = exe.options.cpu_level
+    print(f"{out}: {exe.build_info}" + (f"; CPU level {level.describe()}" if level else ""))
     return 0

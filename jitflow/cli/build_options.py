@@ -16,7 +16,8 @@ from ..target.spec import DEFAULT_TARGET
 #: option -> attribute of the parsed arguments, for the options that decide how a module is built.
 BUILD_FLAGS = {"--target": "target", "--arch": "arch", "--host": "host", "--cuda-compiler": "cuda_compiler",
                "--pass-config": "pass_config", "--device-option": "device_option",
-               "--relax-pipeline": "relax_pipeline", "--cuda-floor": "cuda_floor", "--no-cache": "no_cache",
+               "--relax-pipeline": "relax_pipeline", "--cuda-floor": "cuda_floor", "--cpu-level": "cpu_level",
+               "--no-cache": "no_cache",
                "--cache-dir": "cache_dir"}
 
 
@@ -32,6 +33,11 @@ def add(p: argparse.ArgumentParser) -> None:
                         "e.g. 13.0)")
     g.add_argument("--host", default=None, metavar="TRIPLE",
                    help=f"CPU and OS the library runs on: {' or '.join(SUPPORTED_HOSTS)} (default: this machine)")
+    g.add_argument("--cpu-level", default=None, metavar="LEVEL",
+                   help="how much of the CPU the host code may use: x86-64-v2, x86-64-v3, x86-64-v4; armv8.2-a, "
+                        "neoverse-n1, neoverse-v1, neoverse-v2 (aarch64); native (this CPU); the library then "
+                        "loads only on CPUs that have it (default: JITFLOW_CPU_LEVEL, else the baseline, which "
+                        "every CPU of the architecture runs)")
     g.add_argument("--cuda-compiler", choices=["nvrtc", "nvcc"], default=None,
                    help="device compiler (default: JITFLOW_CUDA_COMPILER, else nvrtc)")
     g.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
@@ -115,9 +121,14 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     target = args.target or DEFAULT_TARGET
     archs = arch_list(args.arch)
     _check_arch_use(target, archs)
+    if args.cpu_level is not None:
+        from ..target import cpu_level
+
+        cpu_level.normalize(args.cpu_level, "--cpu-level")     # a misspelling in command-line words
     if args.relax_pipeline is not None and not _has_relax(obj):
         raise InvalidInputError(f"--relax-pipeline applies to modules with Relax functions; {spec} has none")
     return executable.compile(obj, target, arch=archs, host=args.host, cuda_compiler=args.cuda_compiler,
                               pass_config=pass_config(args.pass_config), device_options=list(args.device_option),
                               cache=False if args.no_cache else None, cache_dir=args.cache_dir,
-                              relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor)
+                              relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor,
+                              cpu_level=args.cpu_level)

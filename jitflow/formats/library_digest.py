@@ -2,9 +2,9 @@
 and the facts a loader needs before dlopen.
 
     the library as the linker wrote it      `covered` bytes (the ELF headers describe all of them)
-    body     JSON, `length` bytes           {"needs": ["contrib", "cuda"]}; later fields (the CPU
-                                            level a library needs) join it, old readers ignore them
-                                            (a change old readers cannot follow bumps VERSION)
+    body     JSON, `length` bytes           {"needs": ["contrib", "cuda"], "cpu": {"level": "x86-64-v3",
+                                            "needs": ["avx2", ...]}}; later fields join it, old readers
+                                            ignore them (a change old readers cannot follow bumps VERSION)
     header   32 bytes                       MAGIC (16) | u32 VERSION | u32 length | u64 covered
     digest   32 bytes                       sha256 of every byte of the file before it
 
@@ -58,6 +58,22 @@ class Record:
         """The TVM runtime parts the library needs: "cuda" (device code), "contrib" (sort, top-k, random)."""
         needs = self.fields.get("needs", [])
         return frozenset(n for n in needs if isinstance(n, str)) if isinstance(needs, list) else frozenset()
+
+    @property
+    def cpu_level(self) -> str | None:
+        """The CPU level the library is built for ("x86-64", "x86-64-v3", ...); None when not recorded."""
+        cpu = self.fields.get("cpu")
+        return cpu.get("level") if isinstance(cpu, dict) and isinstance(cpu.get("level"), str) else None
+
+    @property
+    def cpu_needs(self) -> frozenset[str]:
+        """The CPU features (as /proc/cpuinfo names them) the library's code needs; DigestError when the
+        record states them in a form this reader does not know (it must not pass as needing none)."""
+        cpu = self.fields.get("cpu", {})
+        needs = cpu.get("needs", []) if isinstance(cpu, dict) else None
+        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+            raise DigestError("its digest record is damaged (the CPU features it needs are not a list of names)")
+        return frozenset(needs)
 
 
 def _distance(a: bytes, b: bytes) -> int:

@@ -131,8 +131,9 @@ def _kernels(devices: list[_Device], launches: list[Any], notes: list[str]) -> l
 
 def _library_facts(library: Path, path: str | None) -> LibraryFacts:
     facts = elf.read(library)
+    level, needs = library_check.recorded_cpu(library)
     return LibraryFacts(path, library.stat().st_size, sha256_file(library), facts.machine, facts.glibc_baseline,
-                        tuple(facts.exported))
+                        tuple(facts.exported), level, needs)
 
 
 def _fatbin_ptx(devices: list[_Device], unknown: list[str]) -> dict[str, str]:

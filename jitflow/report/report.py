@@ -165,7 +165,8 @@ class Report:
         out: dict[str, Any] = {
             "schema": SCHEMA,
             "origin": self.origin,
-            "library": {**asdict(self.library), "exports": list(self.library.exports)},
+            "library": {**asdict(self.library), "exports": list(self.library.exports),
+                        "cpu_needs": list(self.library.cpu_needs)},
             "target": self.target,
             "key": self.key,
             "build": self.build,
@@ -201,7 +202,8 @@ class Report:
         sources = d.get("sources") or {}
         return cls(
             origin=d["origin"],
-            library=LibraryFacts(**{**lib, "exports": tuple(lib["exports"])}),
+            library=LibraryFacts(**{**lib, "exports": tuple(lib["exports"]),
+                                    "cpu_needs": tuple(lib.get("cpu_needs", ()))}),
             target=d.get("target"), key=d.get("key"), build=d.get("build"),
             functions=None if d.get("functions") is None else tuple(HostFunction.from_json(f) for f in d["functions"]),
             symbols=dict(d.get("symbols", {})),

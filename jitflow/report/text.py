@@ -60,6 +60,10 @@ def header_lines(target: Mapping[str, Any] | None, build: str | None, library: L
         lines.append(f"build: {build}")
     glibc = f", glibc >= {library.glibc_baseline}" if library.glibc_baseline else ", no versioned glibc symbols"
     lines.append(f"library: {library.path or '(temporary build)'}, {library.size} bytes, {library.machine}{glibc}")
+    if library.cpu_level:
+        needs = (f"needs {', '.join(library.cpu_needs)}" if library.cpu_needs
+                 else f"runs on any {library.machine} CPU")
+        lines.append(f"cpu level: {library.cpu_level}; {needs}")
     exported = [e[len("__tvm_ffi_"):] for e in library.exports
                 if e.startswith("__tvm_ffi_") and not e.startswith("__tvm_ffi__")]
     if exported:

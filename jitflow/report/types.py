@@ -220,7 +220,7 @@ class Compatibility:
 
 @dataclass(frozen=True)
 class LibraryFacts:
-    """The shared library itself: where, how big, for which CPU and glibc, what it exports."""
+    """The shared library itself: where, how big, for which CPU (and CPU level) and glibc, what it exports."""
 
     path: str | None
     size: int
@@ -228,6 +228,8 @@ class LibraryFacts:
     machine: str
     glibc_baseline: str | None
     exports: tuple[str, ...]
+    cpu_level: str | None = None           # the CPU level its digest record states (None: none recorded)
+    cpu_needs: tuple[str, ...] = ()        # the CPU features (/proc/cpuinfo names) its code needs
 
 
 @dataclass(frozen=True)

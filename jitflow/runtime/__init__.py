@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_SUBMODULES = ("compat", "library_check", "library_file", "load", "tensors", "tvm_runtime", "virtual_machine", "vm")
+_SUBMODULES = ("compat", "cpu_features", "library_check", "library_file", "load", "tensors", "tvm_runtime",
+               "virtual_machine", "vm")
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,9 @@ fails with a misleading message, and any shared object "loads" as an empty TVM m
   changed byte anywhere is refused;
 - a library without a record (an older one, or TVM's own) has its ELF headers checked, and a file
   much longer than its headers describe is refused rather than read;
-- then, for every library: the CPU it was built for, whether it is whole, whether it is a TVM library.
+- then, for every library: the CPU it was built for, whether it is whole, whether it is a TVM library;
+- what it records of the CPU features its code needs is handed to the loader, which checks them
+  against this CPU (cpu_features.py) before dlopen.
 
 Everything is read through formats/elf_file.py: positioned reads of what the headers point to, each
 bounded, never a map of the whole file, so nothing here can crash or hang on any input.
@@ -44,6 +46,8 @@ class Checked:
 
     needs: frozenset[str]
     digest: str          # "verified", "not checked" (verified elsewhere, or not asked), "none"
+    cpu_level: str | None = None                 # the CPU level its record states (None: no record)
+    cpu_needs: frozenset[str] = frozenset()      # the CPU features its code needs (/proc/cpuinfo names)
 
 
 def this_machine() -> str:
@@ -64,8 +68,9 @@ def check(fd: int, verify: bool = True) -> Checked:
         _check_elf(elf)
     except OSError as exc:
         raise LibraryFormatError(f"cannot be read: {exc.strerror or exc}") from None
-    needs = record.needs if record is not None else _searched_needs(elf)
-    return Checked(needs, state)
+    if record is None:
+        return Checked(_searched_needs(elf), state)
+    return Checked(record.needs, state, record.cpu_level, record.cpu_needs)
 
 
 def digest_text(fd: int) -> str:
@@ -91,6 +96,20 @@ def digest_note(path: str | os.PathLike) -> str:
             return digest_text(library.fd)
         except LibraryFormatError as exc:
             raise InvalidInputError(f"{path}: {exc}") from None
+
+
+def recorded_cpu(path: str | os.PathLike) -> tuple[str | None, tuple[str, ...]]:
+    """The CPU level and the features the library at `path` records, for `jitflow inspect`; (None, ())
+    when it records none (or its record is damaged: digest_note says so)."""
+    from .library_file import LibraryFile
+
+    try:
+        with LibraryFile.open(path) as library:
+            elf = ElfFile(library.fd)
+            record = library_digest.read(elf.read, elf.size)
+            return (None, ()) if record is None else (record.cpu_level, tuple(sorted(record.cpu_needs)))
+    except (OSError, LibraryFormatError):
+        return None, ()
 
 
 def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify: bool) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LibraryFormatError, LoadError
-from . import library_check, tensors, tvm_runtime
+from . import cpu_features, library_check, tensors, tvm_runtime
 from .library_check import Checked
 from .library_file import LibraryFile
 
@@ -49,7 +49,10 @@ def open_checked(path: str | os.PathLike) -> tuple[LibraryFile, Checked]:
 def load_checked(library: LibraryFile, checked: Checked, device_query: Any = None, device_index: int = 0,
                  cuda: bool | None = None) -> Any:
     """Load a checked library: TVM's CUDA backend and contrib functions first where it needs them; a
-    CUDA library is checked against GPU `device_index` and its driver first (runtime.compat)."""
+    CUDA library is checked against GPU `device_index` and its driver first (runtime.compat), and every
+    library against the CPU features it records (cpu_features.py)."""
+    cpu_features.require(checked.cpu_needs, checked.cpu_level, f"cannot load {library.path}: it",
+                         "load it on a CPU that has them")
     tvm_runtime.ensure_runtime()
     tensors.install()
     if ("cuda" in checked.needs) if cuda is None else cuda:
@@ -94,7 +97,8 @@ def load(path: str | os.PathLike, device_query: Any = None) -> Any:
     backend is loaded when the library holds device code, its contrib library when it calls it.
 
     The file is checked before the dynamic loader sees it: its digest (a changed byte is a LoadError
-    naming the file), its CPU, that it is whole. A CUDA library is checked against the first GPU and
+    naming the file), its CPU (and the CPU features it needs: a LoadError names those this CPU lacks),
+    that it is whole. A CUDA library is checked against the first GPU and
     its driver first (device_query: how they are found, a jitflow.runtime.compat.DeviceQuery;
     default the CUDA driver)."""
     return load_library(path, device_query=device_query)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import struct
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..formats import elf_object, library_digest
 from . import host_libs, zig
@@ -16,10 +16,11 @@ log = logging.getLogger("jitflow")
 
 def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
                 show: Callable[[str], None] | None = None, data: Sequence[Path] = (),
-                needs: Iterable[str] = ()) -> None:
+                needs: Iterable[str] = (), cpu: dict[str, Any] | None = None) -> None:
     """Link objects (and assembly files) into `out`; `data` are more objects that hold data only.
-    The library ends with its digest record, which states `needs` (what
-    of the TVM runtime it needs beyond the core: "cuda", "contrib").
+    The library ends with its digest record, which states `needs` (what of the TVM runtime it needs
+    beyond the core: "cuda", "contrib") and `cpu` (its CPU level and the CPU features its code needs:
+    target/cpu_level.record).
 
     Without zig's libc and compiler runtime unless the code objects need a builtin that host_libs does
     not provide; then zig's compiler runtime is linked too (built once per zig cache folder: `show`
@@ -40,4 +41,7 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
              "-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)], "-o", out.name],
             cwd=cwd, zig_cache=zig_cache, local_cache=local_cache)
     marker.unlink(missing_ok=True)
-    library_digest.seal(out, {"needs": sorted(set(needs))})
+    fields: dict[str, Any] = {"needs": sorted(set(needs))}
+    if cpu is not None:
+        fields["cpu"] = cpu
+    library_digest.seal(out, fields)

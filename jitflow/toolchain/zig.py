@@ -12,7 +12,7 @@ from . import dist_info, environment
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
 #: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
-#: build machine's, so a library runs on any CPU of its architecture.
+#: build machine's, so a library runs on any CPU of its architecture unless a CPU level asks for more.
 ZIG_TARGETS = {"x86_64-linux-gnu": "x86_64-linux-gnu.2.17",
                "aarch64-linux-gnu": "aarch64-linux-gnu.2.17"}
 _FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
@@ -20,6 +20,10 @@ _FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
           # them costs clang about an eighth of its time on a model's host C
           "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
           "-Xclang", "-ffloat16-excess-precision=none",   # float16 ops round each result, as TIR means
+          # and so do a * b + c: never fused into one FMA where the CPU level (or aarch64) has them. TVM's
+          # unscheduled reductions are serial chains, and an FMA's latency (4 cycles on Zen 5, twice an
+          # add's) doubled resnet18 at x86-64-v3; results also stay the same at every level
+          "-ffp-contract=off",
           "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
 
 
@@ -100,13 +104,16 @@ def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path, local_cache: Path 
     return Job(args[1:], cwd, zig_cache, local_cache=local_cache, tool=args[0]).wait()
 
 
-def flags(host: str, cwd: Path) -> list[str]:
-    return ["-target", ZIG_TARGETS[host], *[f.format(cwd=cwd) for f in _FLAGS]]
+def flags(host: str, cwd: Path, cpu: str | None = None) -> list[str]:
+    """zig cc's flags for `host`; `cpu` is zig's -mcpu (a model or level, with +feature/-feature:
+    target/cpu_level.py), None for the architecture's baseline."""
+    return ["-target", ZIG_TARGETS[host], *([f"-mcpu={cpu}"] if cpu else []), *[f.format(cwd=cwd) for f in _FLAGS]]
 
 
 def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path,
-                   local_cache: Path | None = None) -> Job:
-    """Start compiling C source -> position-independent object file; call .wait() on the result."""
+                   local_cache: Path | None = None, cpu: str | None = None) -> Job:
+    """Start compiling C source -> position-independent object file for zig's CPU `cpu` (None: the
+    baseline); call .wait() on the result."""
     cwd = out.parent
-    return Job([*flags(host, cwd), *[f"-I{d}" for d in include_dirs], "-c", os.path.relpath(source, cwd),
+    return Job([*flags(host, cwd, cpu), *[f"-I{d}" for d in include_dirs], "-c", os.path.relpath(source, cwd),
                 "-o", out.name], cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache)

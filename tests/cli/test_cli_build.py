@@ -102,6 +102,21 @@ def test_messages_speak_command_line(setup):
     assert "sources: --section host (" in report.stdout and "rep." not in report.stdout
 
 
+def test_build_and_inspect_take_a_cpu_level(setup, tmp_path):
+    env, model = setup
+    built = jf("build", f"{model}:Module", "--target", "c", "--cpu-level", "x86-64-v2", "-o", str(tmp_path / "v2.so"),
+               env=env)
+    assert built.returncode == 0 and built.stdout.strip().endswith("; CPU level x86-64-v2"), built.stderr
+    shown = jf("inspect", str(tmp_path / "v2.so"), env=env)
+    assert shown.returncode == 0 and "cpu level: x86-64-v2; needs cx16, lahf_lm, pni, popcnt" in shown.stdout
+    bad = jf("build", f"{model}:Module", "--target", "c", "--cpu-level", "x86-64-v9", "-o", "x.so", env=env)
+    assert bad.returncode == 2 and "--cpu-level='x86-64-v9' is not a CPU level; for x86-64 hosts: x86-64 (the " \
+                                   "default: any x86_64 CPU), x86-64-v2, x86-64-v3, x86-64-v4, native" in bad.stderr
+    other = jf("build", f"{model}:Module", "--target", "c", "--cpu-level", "neoverse-v2", "-o", "x.so", env=env)
+    assert other.returncode == 2 and "'neoverse-v2' is for aarch64-linux-gnu hosts" in other.stderr
+    assert no_traceback(bad) and no_traceback(other)
+
+
 @pytest.mark.skipif(_gpu_present(), reason="a visible GPU gives the default arch")
 def test_cuda_without_arch_says_the_option(setup):
     env, model = setup

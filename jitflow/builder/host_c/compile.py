@@ -47,13 +47,13 @@ class HostCompile:
 
     `on_progress` receives a short description of what is running, for the progress line; `jobs` is
     how many zig processes run at once (default: the usable cores), `pieces` how many pieces the
-    source is split into (default: piece_count for `jobs`).
+    source is split into (default: piece_count for `jobs`), `cpu` zig's -mcpu (None: the baseline).
     """
 
     def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
                  zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
-                 jobs: int | None = None, pieces: int | None = None) -> None:
-        self.source, self.folder, self.host = source, folder, host
+                 jobs: int | None = None, pieces: int | None = None, cpu: str | None = None) -> None:
+        self.source, self.folder, self.host, self.cpu = source, folder, host, cpu
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
         jobs = jobs or usable_cores()
@@ -99,7 +99,8 @@ class HostCompile:
         with self._lock:
             if self._cancelled:
                 raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
-            job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache)
+            job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache,
+                                     self.cpu)
             self._running.add(job)
         try:
             job.wait()
