@@ -39,15 +39,18 @@ class BuildOptions:
     #: a Relax module's pipeline by name (DEFAULT_PIPELINE: TVM's for the target); None for a module
     #: without Relax functions, or when the pipeline is a Pass object (InProcess.relax_pass)
     relax_pipeline: str | None = None
+    #: a label for the cache entry (compile(name=...), the command line's FILE.py:NAME); not keyed
+    label: str | None = None
 
     @classmethod
     def make(cls, pass_config: Mapping[str, Any] | None = None, device_options: Sequence[str] = (),
-             cuda_floor: CudaVersion | str | None = None, relax_pipeline: str | None = None) -> BuildOptions:
+             cuda_floor: CudaVersion | str | None = None, relax_pipeline: str | None = None,
+             label: str | None = None) -> BuildOptions:
         """Options from already checked arguments (jitflow.compile checks them)."""
         return cls(pass_config_items=tuple(sorted(dict(pass_config or {}).items())),
                    device_options=tuple(device_options),
                    cuda_floor=None if cuda_floor is None else parse(cuda_floor),
-                   relax_pipeline=relax_pipeline)
+                   relax_pipeline=relax_pipeline, label=label)
 
     @property
     def pass_config(self) -> dict[str, Any]:
@@ -62,13 +65,13 @@ class BuildOptions:
         """The options as JSON-able data (from_json reads it back into an equal value)."""
         return {"pass_config": self.pass_config, "device_options": list(self.device_options),
                 "cuda_floor": None if self.cuda_floor is None else str(self.cuda_floor),
-                "relax_pipeline": self.relax_pipeline}
+                "relax_pipeline": self.relax_pipeline, "label": self.label}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
         """Options from what to_json gave."""
         return cls.make(data.get("pass_config"), data.get("device_options", ()), data.get("cuda_floor"),
-                        data.get("relax_pipeline"))
+                        data.get("relax_pipeline"), data.get("label"))
 
 
 @dataclass(frozen=True)
