@@ -63,9 +63,10 @@ class BuildOptions:
 
     def to_json(self) -> dict[str, Any]:
         """The options as JSON-able data (from_json reads it back into an equal value)."""
-        return {"pass_config": self.pass_config, "device_options": list(self.device_options),
+        data = {"pass_config": self.pass_config, "device_options": list(self.device_options),
                 "cuda_floor": None if self.cuda_floor is None else str(self.cuda_floor),
-                "relax_pipeline": self.relax_pipeline, "label": self.label}
+                "relax_pipeline": self.relax_pipeline}
+        return data if self.label is None else dict(data, label=self.label)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
