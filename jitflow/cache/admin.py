@@ -40,12 +40,13 @@ class EntryInfo:
     readable: bool = True
     kind: str = "?"
     archs: list[str] = field(default_factory=list)
+    name: str | None = None        # compile(name=...) or the command line's FILE.py:NAME
 
     def to_json(self) -> dict[str, Any]:
         """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
         known = self.readable
         return {"key": self.key, "path": str(self.path), "size": self.size, "created": self.created,
-                "last_used": self.last_used, "functions": self.functions, "readable": known,
+                "last_used": self.last_used, "functions": self.functions, "name": self.name, "readable": known,
                 "kind": self.kind if known else None, "archs": self.archs,
                 "host": self.host if known and self.host != "?" else None, "target": self.target if known else None}
 
@@ -98,7 +99,8 @@ def entries(cache: Cache) -> list[EntryInfo]:
                 functions=list(meta.get("functions", [])) if meta else [],
                 target=target_text(target, host=False) if target else "?",
                 host=target.get("host") or "?", readable=meta is not None,
-                kind=target.get("kind") or "?", archs=list(target.get("archs") or [])))
+                kind=target.get("kind") or "?", archs=list(target.get("archs") or []),
+                name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None))
     return found
 
 

@@ -120,4 +120,4 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     return executable.compile(obj, target, arch=archs, host=args.host, cuda_compiler=args.cuda_compiler,
                               pass_config=pass_config(args.pass_config), device_options=list(args.device_option),
                               cache=False if args.no_cache else None, cache_dir=args.cache_dir,
-                              relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor)
+                              relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor, name=spec)
