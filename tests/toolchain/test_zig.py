@@ -6,6 +6,7 @@ import stat
 import sys
 
 import kernels
+import pytest
 from conftest import run_python
 from portability import check_portable
 
@@ -75,3 +76,31 @@ def test_same_module_builds_byte_identical_libraries(zig_cache, tmp_path):
                for d in ("one", "two")}
     assert len(digests) == 1
     assert sys.platform.startswith("linux") and os.sep == "/"
+
+
+def _c_file(folder, text):
+    (folder / "src").mkdir(exist_ok=True)
+    path = folder / "src" / "k.c"
+    path.write_text(text)
+    return path
+
+
+def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, zig_cache, monkeypatch):
+    from jitflow.errors import CompileError
+    from jitflow.toolchain import zig
+
+    source = _c_file(tmp_path, "int jitflow_twice(int x) { return 2 * x; }\n")
+    job = zig.compile_object(source, tmp_path / "k.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    job.wait()
+    assert job.proc.args[1:3] == ["clang", "src/k.c"]           # no zig cc process in between
+    direct = (tmp_path / "k.o").read_bytes()
+    assert direct.startswith(b"\x7fELF") and b"jitflow_twice" in direct
+    real = zig._for_file
+    monkeypatch.setattr(zig, "_for_file", lambda *a: [*real(*a)[:-1], "-fno-such-flag", real(*a)[-1]])
+    again = zig.compile_object(source, tmp_path / "k2.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    again.wait()
+    assert again.proc.args[1] == "cc" and b"jitflow_twice" in (tmp_path / "k2.o").read_bytes()
+    bad = _c_file(tmp_path, "int broken( {\n")
+    with pytest.raises(CompileError) as failed:
+        zig.compile_object(bad, tmp_path / "b.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl").wait()
+    assert "src/k.c:1:" in failed.value.log and " cc " in str(failed.value.command)    # zig cc has the last word
