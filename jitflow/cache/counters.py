@@ -1,23 +1,26 @@
 """How a cache was used, kept across processes: hits, misses, shared-tier hits, builds, the time
 builds took and the time hits saved (`jitflow cache stats`, like `ccache -s`).
 
-The totals are one small JSON file in the cache's version folder. A process adds to them under an
-exclusive flock of a lock file beside it (released by the OS if the process dies), writing a new
-file and renaming it over the old one: a reader sees the old totals or the new, never half of a
-file, and the file stays the same size however many processes count. Counting never fails a build.
+The totals are one small JSON file in the cache's version folder, always RECORD bytes long (padded
+with spaces). A process adds to them under an exclusive flock of the file (released by the OS if
+the process dies): it reads the record, adds, and writes the whole record back with one pwrite at
+offset 0. Readers take a shared flock, so they never see a write in progress, and a writer killed
+at any point has written its whole record or nothing. No rename: on ext4, renaming over a file
+flushes its data, milliseconds that every cache hit would pay. The file never grows; counting never
+fails a build.
 """
 from __future__ import annotations
 
 import fcntl
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 FILE = "stats.json"
-LOCK = "stats.lock"
+#: the file's size: the JSON, padded with spaces
+RECORD = 512
 #: whole counts, then seconds
 COUNTS = ("hits", "misses", "shared_hits", "builds")
 SECONDS = ("build_seconds", "saved_seconds")
@@ -25,39 +28,47 @@ SECONDS = ("build_seconds", "saved_seconds")
 _NOT_BUILDING = ("wait", "shared tier")
 
 
-def read(root: Path) -> dict[str, Any]:
-    """The totals of the cache whose version folder is `root` (zeros where nothing was counted)."""
-    totals: dict[str, Any] = {**dict.fromkeys(COUNTS, 0), **dict.fromkeys(SECONDS, 0.0), "since": None}
+def _zeros() -> dict[str, Any]:
+    return {**dict.fromkeys(COUNTS, 0), **dict.fromkeys(SECONDS, 0.0), "since": None}
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    totals = _zeros()
     try:
-        data = json.loads((Path(root) / FILE).read_text())
-    except (OSError, ValueError):
+        found = json.loads(data.decode())
+    except ValueError:
         return totals
-    if isinstance(data, dict):
+    if isinstance(found, dict):
         for name in (*COUNTS, *SECONDS):
-            value = data.get(name)
+            value = found.get(name)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
                 totals[name] = type(totals[name])(value)
-        if isinstance(data.get("since"), (int, float)):
-            totals["since"] = float(data["since"])
+        if isinstance(found.get("since"), (int, float)) and not isinstance(found.get("since"), bool):
+            totals["since"] = float(found["since"])
     return totals
 
 
-def _write(root: Path, totals: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".stats-", dir=root)
+def read(root: Path) -> dict[str, Any]:
+    """The totals of the cache whose version folder is `root` (zeros where nothing was counted)."""
     try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(totals, out, sort_keys=True)
-        os.replace(tmp, root / FILE)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        fd = os.open(Path(root) / FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return _zeros()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return _parse(os.pread(fd, RECORD, 0))
+    finally:
+        os.close(fd)
 
 
-def _locked(root: Path, change: Any) -> None:
-    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _locked(root: Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    fd = os.open(Path(root) / FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _write(root, change(read(root)))
+        data = json.dumps(change(_parse(os.pread(fd, RECORD, 0))), sort_keys=True).encode()
+        if len(data) > RECORD:
+            return          # numbers too large to count further: leave the totals as they are
+        os.pwrite(fd, data.ljust(RECORD), 0)
     finally:
         os.close(fd)       # releases the lock
 
@@ -71,15 +82,14 @@ def add(root: Path, **deltas: float) -> None:
         return totals
 
     try:
-        _locked(Path(root), change)
+        _locked(root, change)
     except OSError:
         pass
 
 
 def zero(root: Path) -> None:
     """Set every total back to zero, from now (`cache stats --zero`)."""
-    _locked(Path(root), lambda _totals: {**dict.fromkeys(COUNTS, 0), **dict.fromkeys(SECONDS, 0.0),
-                                         "since": time.time()})
+    _locked(root, lambda _totals: dict(_zeros(), since=time.time()))
 
 
 def build_seconds(meta: dict[str, Any]) -> float:

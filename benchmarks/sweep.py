@@ -1,0 +1,169 @@
+"""Build throughput of a tuning sweep: N distinct candidates (small matmul kernels with different
+tile sizes, parsed before timing), in one run, by
+
+  - a fork process pool of `tvm.compile(mod, target="llvm")` + `export_library(path.so)` (TVM's path),
+  - jitflow.build_all with local processes (jobs=J),
+  - jitflow.build_all(backend="ray") on a local Ray cluster, at W = 1, 2, 4, ... builds at once,
+
+each in candidates per second, with jitflow's ratio to the pool and Ray's scaling against one worker.
+
+    python benchmarks/sweep.py [--candidates 64] [--jobs 2] [--ray-workers 1,2] [--no-ray]
+    python benchmarks/sweep.py --candidates 256 --jobs 16 --ray-workers 1,2,4,8      # a 16-core machine
+
+Every timed sweep builds keys never built before (a cache salt per sweep; the pool writes new
+files), after a warm-up sweep of other keys that starts the workers and imports TVM in them. The
+Ray cluster has as many CPUs as the largest W, and its workers share this process's cache folder
+on this machine (nothing is copied back). A last line says where one candidate's time goes
+(build stages of jitflow in one process, and the CPU time of this process and of the compilers).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import resource
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+N = 128
+_MODS: list = []          # the parsed candidates, inherited by forked pool workers
+_OUT = ""                 # the pool's output folder
+
+
+def candidates(count: int) -> list:
+    """`count` distinct schedules of an NxN matmul: i, j and k split by tile sizes."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def matmul(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
+        for i, j, k in T.grid(N, N, N):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    tiles = [(ti, tj, tk) for tk in (1, 2, 4, 8, 16, 32, 64) for ti in (1, 2, 4, 8, 16, 32, 64)
+             for tj in (1, 2, 4, 8, 16, 32, 64)]
+    if count > len(tiles):
+        raise SystemExit(f"at most {len(tiles)} candidates")
+    mods = []
+    for ti, tj, tk in tiles[:count]:
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": matmul}))
+        i, j, k = sch.get_loops(sch.get_sblock("C"))
+        io, ii = sch.split(i, [None, ti])
+        jo, ji = sch.split(j, [None, tj])
+        ko, ki = sch.split(k, [None, tk])
+        sch.reorder(io, jo, ko, ii, ki, ji)
+        mods.append(sch.mod)
+    return mods
+
+
+def _tvm_build(index: int) -> int:
+    import tvm
+
+    tvm.compile(_MODS[index], target="llvm").export_library(os.path.join(_OUT, f"{index}.so"))
+    return index
+
+
+def tvm_pool(mods: list, jobs: int) -> float:
+    """Seconds for the fork pool of TVM's own path over `mods`."""
+    global _MODS, _OUT
+    _MODS, _OUT = mods, tempfile.mkdtemp(prefix="sweep-tvm-")
+    ctx = multiprocessing.get_context("fork")
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        list(pool.map(_tvm_build, range(len(mods))))
+    return time.perf_counter() - start
+
+
+def jitflow_sweep(mods: list, salt: str, jobs: int | None, backend: str) -> float:
+    """Seconds for build_all over `mods` under fresh keys (the salt), all built."""
+    import jitflow
+
+    exes = [jitflow.compile(m, "c", cache_salt=salt) for m in mods]
+    start = time.perf_counter()
+    results = jitflow.build_all(exes, jobs=jobs, backend=backend)
+    seconds = time.perf_counter() - start
+    bad = [r for r in results if not r.ok or r.outcome != "built"]
+    if bad:
+        raise SystemExit(f"{len(bad)} of {len(results)} candidates were not built: {bad[0]!r}")
+    return seconds
+
+
+def where_time_goes(mods: list) -> str:
+    """One process building candidates one after another: its stages and CPU per candidate."""
+    import jitflow
+
+    def cpu() -> tuple[float, float]:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+    jitflow.compile(mods[0], "c", cache_salt="profile warm-up").build()
+    stages: dict[str, float] = {}
+    before, start = cpu(), time.perf_counter()
+    for m in mods:
+        info = jitflow.compile(m, "c", cache_salt="profile").build()
+        for name, seconds in info.stages.items():
+            stages[name] = stages.get(name, 0.0) + seconds
+    wall, after = time.perf_counter() - start, cpu()
+    n = len(mods)
+    shown = ", ".join(f"{name} {1000 * s / n:.1f}" for name, s in stages.items() if s / n >= 0.0005)
+    return (f"one candidate in one process: {1000 * wall / n:.1f} ms ({shown} ms); CPU: python "
+            f"{1000 * (after[0] - before[0]) / n:.1f} ms, zig (compile and link) {1000 * (after[1] - before[1]) / n:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", type=int, default=64)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="pool and build_all processes")
+    parser.add_argument("--ray-workers", default="1,2", help="comma-separated W for the Ray sweeps")
+    parser.add_argument("--no-ray", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("JITFLOW_CACHE_DIR", tempfile.mkdtemp(prefix="sweep-cache-"))
+    os.environ["JITFLOW_PROGRESS"] = "0"
+    import tvm
+
+    import jitflow
+
+    mods = candidates(args.candidates)
+    warm = candidates(8)
+    tvm.compile(warm[0], target="llvm")                       # LLVM's first use, before forking
+    jitflow.compile(warm[0], "c", cache_salt="warm-up").build()   # zig's probe and stubs, before forking
+    print(f"sweep: {len(mods)} distinct {N}x{N} matmul candidates, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at the start")
+    pool = len(mods) / tvm_pool(mods, args.jobs)
+    print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s")
+    local = len(mods) / jitflow_sweep(mods, "local", args.jobs, "local")
+    print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool")
+    if not args.no_ray:
+        ray_sweeps(mods, [int(w) for w in args.ray_workers.split(",")], pool)
+    print(where_time_goes(mods[:16]))
+
+
+def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:
+    import ray
+
+    ray.init(num_cpus=max(workers), include_dashboard=False, log_to_driver=False)
+    try:
+        jitflow_sweep(candidates(2 * max(workers)), "ray warm-up", max(workers), "ray")
+        one = None
+        for w in workers:
+            rate = len(mods) / jitflow_sweep(mods, f"ray {w}", w, "ray")
+            one = one or (rate if w == 1 else None)
+            scaling = f", {rate / one:.2f}x one worker = {rate / one / w:.2f} x W" if one and w > 1 else ""
+            print(f"jitflow build_all(backend='ray'), W={w}: {rate:.1f} candidates/s, "
+                  f"{rate / pool:.2f}x the pool{scaling}")
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
