@@ -11,9 +11,9 @@ each in candidates per second, with jitflow's ratio to the pool and Ray's scalin
     python benchmarks/sweep.py --candidates 256 --jobs 16 --ray-workers 1,2,4,8      # a 16-core machine
 
 Every timed sweep builds keys never built before (a cache salt per sweep; the pool writes new
-files), after a warm-up sweep of other keys that starts the workers and imports TVM in them. The
-Ray cluster has as many CPUs as the largest W, and its workers share this process's cache folder
-on this machine (nothing is copied back). A last line says where one candidate's time goes
+files), after a warm-up sweep of other keys that starts the workers and imports TVM in them. Each W
+gets a local Ray cluster of W CPUs, whose workers share this process's cache folder on this
+machine (nothing is copied back). A last line says where one candidate's time goes
 (build stages of jitflow in one process, and the CPU time of this process and of the compilers).
 """
 from __future__ import annotations
@@ -140,29 +140,32 @@ def main() -> None:
     print(f"sweep: {len(mods)} distinct {N}x{N} matmul candidates, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the start")
     pool = len(mods) / tvm_pool(mods, args.jobs)
-    print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s")
+    print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s", flush=True)
     local = len(mods) / jitflow_sweep(mods, "local", args.jobs, "local")
-    print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool")
+    print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool", flush=True)
     if not args.no_ray:
         ray_sweeps(mods, [int(w) for w in args.ray_workers.split(",")], pool)
     print(where_time_goes(mods[:16]))
 
 
 def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:
+    """One local cluster of W CPUs per W (its workers warmed up first), each timed over `mods`."""
     import ray
 
-    ray.init(num_cpus=max(workers), include_dashboard=False, log_to_driver=False)
-    try:
-        jitflow_sweep(candidates(2 * max(workers)), "ray warm-up", max(workers), "ray")
-        one = None
-        for w in workers:
-            rate = len(mods) / jitflow_sweep(mods, f"ray {w}", w, "ray")
-            one = one or (rate if w == 1 else None)
-            scaling = f", {rate / one:.2f}x one worker = {rate / one / w:.2f} x W" if one and w > 1 else ""
-            print(f"jitflow build_all(backend='ray'), W={w}: {rate:.1f} candidates/s, "
-                  f"{rate / pool:.2f}x the pool{scaling}")
-    finally:
-        ray.shutdown()
+    # the workers import jitflow from this checkout, like this process
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    one = None
+    for w in workers:
+        ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
+        try:
+            jitflow_sweep(candidates(2 * w), f"ray warm-up {w}", None, "ray")
+            rate = len(mods) / jitflow_sweep(mods, f"ray {w}", None, "ray")
+        finally:
+            ray.shutdown()
+        one = rate if w == 1 else one
+        scaling = f", {rate / one:.2f}x one worker = {rate / one / w:.2f} x W" if one and w > 1 else ""
+        print(f"jitflow build_all(backend='ray'), a local cluster of W={w}: {rate:.1f} candidates/s, "
+              f"{rate / pool:.2f}x the pool{scaling}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,19 @@
 """The C toolchain: the zig cc bundled in the `ziglang` wheel (no system compiler, no LLVM install).
 
-A compile runs zig's clang (`zig clang ...`) directly, with the command zig cc runs for it: zig is
-asked once per process (it prints the command with ZIG_VERBOSE_CC=1 while compiling a probe file),
-and the command is reused with the file names of each compile, less zig's dependency file. That
-skips zig cc's own process and its cache bookkeeping, some 8 ms of CPU per file (a sweep compiles
-one file per candidate), and gives the same object bytes; if the direct compile fails, the file is
-compiled again through zig cc, whose result stands.
+Compiles and links run the command zig cc would run (`zig clang ...`, `zig ld.lld ...`), asked for
+once per process (zig_direct.py): some 12 ms of CPU less per small library, which a tuning sweep
+builds by the hundred. If a direct command fails, zig cc runs the same step, and its result stands.
 """
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import CompileError, ToolMissingError
-from . import dist_info, environment
+from . import dist_info, environment, zig_direct
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
 #: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
@@ -128,63 +123,33 @@ def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: s
     """Start compiling C source -> position-independent object file; call .wait() on the result."""
     cwd = out.parent
     relative = os.path.relpath(source, cwd)
-    direct = None
-    probe = _clang_command(host, tuple(include_dirs), str(zig_cache))
-    if probe is not None:
-        direct = _for_file(probe, str(cwd), relative, out.name)
-    return Job([*flags(host, cwd), *[f"-I{d}" for d in include_dirs], "-c", relative, "-o", out.name],
+    includes = tuple(f"-I{d}" for d in include_dirs)
+    probe = _compile_probe(host, includes, str(zig_cache))
+    direct = probe.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
+        if probe else None
+    return Job([*flags(host, cwd), *includes, "-c", relative, "-o", out.name],
                cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct)
 
 
-_PROBE = "jitflow_probe"
+def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,
+         zig_cache: Path, local_cache: Path | None = None) -> str:
+    """Run `zig cc FLAGS BEFORE INPUTS AFTER -o OUT` in cwd (its linker directly, as zig would run it)."""
+    probe = _link_probe(host, tuple(before), tuple(after), str(zig_cache))
+    direct = probe.instantiate(str(cwd), {zig_direct.OBJECT: list(inputs), zig_direct.LIBRARY: [out]}) \
+        if probe else None
+    return Job([*flags(host, cwd), *before, *inputs, *after, "-o", out], cwd, zig_cache,
+               local_cache=local_cache, direct=direct).wait()
 
 
 @lru_cache(maxsize=16)
-def _clang_command(host: str, include_dirs: tuple[str, ...], zig_cache: str) -> tuple[str, tuple[str, ...]] | None:
-    """(the probe's folder, the `zig clang` command zig cc ran to compile a probe file there), or
-    None when zig does not say plainly (then every compile goes through zig cc)."""
-    if any(any(c.isspace() for c in d) for d in include_dirs):
-        return None                        # zig prints the command without quoting
-    with tempfile.TemporaryDirectory(prefix="jitflow-probe-") as folder, \
-            tempfile.TemporaryDirectory(prefix="jitflow-probe-cache-") as local_cache:
-        (Path(folder) / f"{_PROBE}.c").write_text("int jitflow_probe;\n")
-        local = Path(local_cache)
-        args = [*flags(host, Path(folder)), *[f"-I{d}" for d in include_dirs], "-c", f"{_PROBE}.c", "-o", f"{_PROBE}.o"]
-        try:
-            proc = subprocess.run([zig_binary(), "cc", *args], cwd=folder,
-                                  env=dict(_env(Path(zig_cache), local), ZIG_VERBOSE_CC="1"),
-                                  capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.SubprocessError):
-            return None
-    lines = [ln.split(" ") for ln in proc.stderr.splitlines() if ln.startswith(f"{zig_binary()} clang ")]
-    if proc.returncode != 0 or len(lines) != 1 or any(c.isspace() for c in folder):
+def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str) -> zig_direct.Probe | None:
+    if any(any(c.isspace() for c in d) for d in includes):
         return None
-    command = lines[0]
-    dropped: list[str] = []
-    out: list[str] = []
-    words = iter(command)
-    for word in words:
-        if word in ("-MD", "-MV"):
-            continue
-        if word == "-MF":
-            dropped.append(next(words, ""))
-            continue
-        out.append(word)
-    if out[2] != f"{_PROBE}.c" or out[-2] != "-o" or not out[-1].startswith(str(local)):
-        return None
-    out[-1] = f"{_PROBE}.o"
-    if any(str(local) in word for word in out) or len(dropped) != 1:
-        return None
-    return folder, tuple(out)
+    return zig_direct.probe_compile(zig_binary(), lambda folder: [*flags(host, folder), *includes],
+                                    lambda local: _env(Path(zig_cache), local))
 
 
-def _for_file(probe: tuple[str, tuple[str, ...]], cwd: str, source: str, out: str) -> list[str] | None:
-    """The probe's command for compiling `source` (relative to `cwd`) into `out`; None if it cannot be."""
-    folder, command = probe
-    if any(c.isspace() for c in cwd + source + out):
-        return None
-    names = {f"{_PROBE}.c": source, f"{_PROBE}.o": out}
-    argv = [names.get(arg, arg.replace(folder, cwd)) for arg in command]
-    if any(_PROBE in arg for arg in argv):
-        return None
-    return argv
+@lru_cache(maxsize=16)
+def _link_probe(host: str, before: tuple[str, ...], after: tuple[str, ...], zig_cache: str) -> zig_direct.Probe | None:
+    return zig_direct.probe_link(zig_binary(), lambda folder: flags(host, folder), before, after,
+                                 lambda local: _env(Path(zig_cache), local))

@@ -95,8 +95,10 @@ def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, z
     assert job.proc.args[1:3] == ["clang", "src/k.c"]           # no zig cc process in between
     direct = (tmp_path / "k.o").read_bytes()
     assert direct.startswith(b"\x7fELF") and b"jitflow_twice" in direct
-    real = zig._for_file
-    monkeypatch.setattr(zig, "_for_file", lambda *a: [*real(*a)[:-1], "-fno-such-flag", real(*a)[-1]])
+    from jitflow.toolchain import zig_direct
+
+    real = zig_direct.Probe.instantiate      # a direct command that fails where zig cc succeeds
+    monkeypatch.setattr(zig_direct.Probe, "instantiate", lambda self, *a: [*real(self, *a), "-fno-such-flag"])
     again = zig.compile_object(source, tmp_path / "k2.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
     again.wait()
     assert again.proc.args[1] == "cc" and b"jitflow_twice" in (tmp_path / "k2.o").read_bytes()
@@ -104,3 +106,25 @@ def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, z
     with pytest.raises(CompileError) as failed:
         zig.compile_object(bad, tmp_path / "b.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl").wait()
     assert "src/k.c:1:" in failed.value.log and " cc " in str(failed.value.command)    # zig cc has the last word
+
+
+def test_a_link_runs_zigs_linker_directly_and_gives_zig_ccs_bytes(tmp_path, zig_cache, monkeypatch):
+    from jitflow.toolchain import link, zig
+
+    objects = []
+    for n, text in enumerate(["int jitflow_a(int x) { return x + 1; }\n", "int jitflow_b(int x) { return x * 3; }\n"]):
+        source = tmp_path / f"p{n}.c"
+        source.write_text(text)
+        zig.compile_object(source, tmp_path / f"p{n}.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl").wait()
+        objects.append(tmp_path / f"p{n}.o")
+    ran = []
+    real_job = zig.Job
+    monkeypatch.setattr(zig, "Job", lambda *a, **k: ran.append(k.get("direct")) or real_job(*a, **k))
+    link.link_shared(objects, tmp_path / "direct.so", "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    assert ran[-1] is not None and ran[-1][1] == "ld.lld"
+    monkeypatch.setattr(zig, "_link_probe", lambda *a: None)
+    link.link_shared(objects, tmp_path / "zigcc.so", "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    assert ran[-1] is None
+    assert (tmp_path / "direct.so").read_bytes() == (tmp_path / "zigcc.so").read_bytes()
+    defined, _ = elf_info.symbol_names((tmp_path / "direct.so").read_bytes())
+    assert {"jitflow_a", "jitflow_b"} <= defined
