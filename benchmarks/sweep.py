@@ -13,8 +13,8 @@ each in candidates per second, with jitflow's ratio to the pool and Ray's scalin
 Every timed sweep builds keys never built before (a cache salt per sweep; the pool writes new
 files), after a warm-up sweep of other keys that starts the workers and imports TVM in them. Each W
 gets a local Ray cluster of W CPUs, whose workers share this process's cache folder on this
-machine (nothing is copied back). A last line says where one candidate's time goes
-(build stages of jitflow in one process, and the CPU time of this process and of the compilers).
+machine (nothing is copied back). A line says where one candidate's time goes (build
+stages of jitflow in one process, and the CPU time of this process and of the compilers).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 N = 128
 _MODS: list = []          # the parsed candidates, inherited by forked pool workers
@@ -39,16 +39,8 @@ _OUT = ""                 # the pool's output folder
 def candidates(count: int) -> list:
     """`count` distinct schedules of an NxN matmul: i, j and k split by tile sizes."""
     import tvm
-    from tvm.script import tirx as T
 
-    @T.prim_func(s_tir=True)
-    def matmul(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
-        for i, j, k in T.grid(N, N, N):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+    import kernels
 
     tiles = [(ti, tj, tk) for tk in (1, 2, 4, 8, 16, 32, 64) for ti in (1, 2, 4, 8, 16, 32, 64)
              for tj in (1, 2, 4, 8, 16, 32, 64)]
@@ -56,7 +48,7 @@ def candidates(count: int) -> list:
         raise SystemExit(f"at most {len(tiles)} candidates")
     mods = []
     for ti, tj, tk in tiles[:count]:
-        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": matmul}))
+        sch = tvm.s_tir.Schedule(kernels.matmul(N))
         i, j, k = sch.get_loops(sch.get_sblock("C"))
         io, ii = sch.split(i, [None, ti])
         jo, ji = sch.split(j, [None, tj])
@@ -143,9 +135,9 @@ def main() -> None:
     print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s", flush=True)
     local = len(mods) / jitflow_sweep(mods, "local", args.jobs, "local")
     print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool", flush=True)
+    print(where_time_goes(mods[:16]), flush=True)       # before Ray's threads share this process
     if not args.no_ray:
         ray_sweeps(mods, [int(w) for w in args.ray_workers.split(",")], pool)
-    print(where_time_goes(mods[:16]))
 
 
 def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:
@@ -153,7 +145,8 @@ def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:
     import ray
 
     # the workers import jitflow from this checkout, like this process
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "tests"),
+                                                           os.environ.get("PYTHONPATH", "")) if p)
     one = None
     for w in workers:
         ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)

@@ -72,11 +72,9 @@ def pass_context_data(ctx: Any) -> dict[str, Any] | None:
         return None
     if list(ctx.instruments):
         raise NotPortable("it is compiled inside a PassContext with instruments (Python objects)")
-    from ..pass_context import _plain
+    from .. import pass_context
 
-    return {"opt_level": int(ctx.opt_level), "required": [str(p) for p in ctx.required_pass],
-            "disabled": [str(p) for p in ctx.disabled_pass],
-            "config": {str(k): _plain(v) for k, v in ctx.config.items()}}
+    return pass_context.key_of(ctx, None)     # opt level, required and disabled passes, config: all data
 
 
 def _ir_json(mod: Any) -> tuple[str, dict[str, bytes], list[list[Any]]]:

@@ -30,6 +30,15 @@ def test_a_request_is_json_and_the_worker_rebuilds_the_same_key(cache_dir):
     assert again.key == exe.key and again.options.label == "axpb 700" and again.settings.build_jobs == 1
 
 
+def test_the_callers_pass_context_travels_as_data(cache_dir):
+    with tvm.transform.PassContext(opt_level=2, disabled_pass=["tirx.UnrollLoop"],
+                                   config={"tirx.disable_vectorize": True}):
+        exe = jitflow.compile(kernels.axpb(706.0), "c")
+    wire = _wire_round_trip(request.make(exe, str(cache_dir / "v1")))
+    assert wire["pass_context"]["disabled"] == ["tirx.UnrollLoop"] and wire["pass_context"]["opt_level"] == 2
+    assert request.executable(wire, []).key == exe.key != jitflow.compile(kernels.axpb(706.0), "c").key
+
+
 def test_a_models_weights_travel_apart_once_and_come_back(cache_dir):
     weights = models.mlp_weights(d_in=64, hidden=64)
     exes = [jitflow.compile(models.mlp(d_in=64, hidden=64), "c", pass_config={"relax.FuseOps.max_depth": depth})
