@@ -83,13 +83,18 @@ def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
             break
     for i, note in here:                      # while the cluster works
         finished(i, _build_here(items[i], note))
+    refusals: list[str] = []
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(ready[0])
-        finished(i, _collect(ray, ready[0], items[i]))
+        finished(i, _collect(ray, ready[0], items[i], refusals))
         for i, req in queue:
             submit(i, req)
             break
+    if refusals:
+        log.warning("jitflow: %d of %d items were refused by the workers and built here; the first: %s",
+                    len(refusals), len(todo), refusals[0])
+    _prune([items[i] for i, _ in queued])
 
 
 def _cache_of(exe: Any) -> Cache:
@@ -106,8 +111,21 @@ def _build_here(exe: Any, note: str) -> BuildResult:
         return failed(exe, exc, note=note)
 
 
-def _collect(ray: Any, ref: Any, exe: Any) -> BuildResult:
-    """The result of one task: its entry installed here, a refusal built here, or the error."""
+def _prune(sent: list[Any]) -> None:
+    """Keep the caches the workers' entries went into under their size caps (once per sweep)."""
+    from ..cache import admin
+
+    caches: dict[str, tuple[Cache, int]] = {}
+    for exe in sent:
+        cache = _cache_of(exe)
+        caches.setdefault(str(cache.root), (cache, exe.settings.cache_max_size))
+    for cache, cap in caches.values():
+        admin.prune(cache, max_size=cap)
+
+
+def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str]) -> BuildResult:
+    """The result of one task: its entry installed here, a refusal built here (and noted in
+    `refusals`), or the error."""
     try:
         reply = ray.get(ref)
     except Exception as exc:  # noqa: BLE001 - the worker died twice, or Ray failed the task
@@ -115,7 +133,7 @@ def _collect(ray: Any, ref: Any, exe: Any) -> BuildResult:
     where = f"ray {reply.get('node', '?')}"
     if not reply["ok"]:
         if reply["refused"]:
-            log.warning("jitflow: %s; building it here", reply["error"])
+            refusals.append(reply["error"])
             return _build_here(exe, f"built here: {reply['error']}")
         return BuildResult(exe, False, error=reply["error"], error_type=reply["error_type"], where=where)
     try:
