@@ -10,10 +10,10 @@ import os
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..errors import CompileError, ToolMissingError
-from . import dist_info, environment, zig_direct
+from . import dist_info, environment, zig_direct, zig_pch
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
 #: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
@@ -66,16 +66,18 @@ class Job:
     zig_cache is zig's global cache (the per-user toolchain folder, see zig_cache.py); local_cache,
     where zig keeps the objects of this one build, defaults to it (give a build's own folder so that
     its objects go away with it). `direct`, when given, is the command to run first in place of
-    `zig <tool> ARGS` (which then runs only if it fails).
+    `zig <tool> ARGS` (which then runs only if it fails, after `direct_failed()` is called).
     """
 
     def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None,
-                 local_cache: Path | None = None, tool: str = "cc", direct: Sequence[str] | None = None) -> None:
+                 local_cache: Path | None = None, tool: str = "cc", direct: Sequence[str] | None = None,
+                 direct_failed: Callable[[], None] | None = None) -> None:
         self.command = [zig_binary(), tool, *args]
         self.tool = f"zig {tool}"
         self.source = source
         self._cwd, self._env = cwd, _env(zig_cache, local_cache or zig_cache)
         self._fallback = self.command if direct else None
+        self._direct_failed = direct_failed
         self.proc = self._start(list(direct) if direct else self.command)
 
     def _start(self, command: list[str]) -> subprocess.Popen:
@@ -89,6 +91,8 @@ class Job:
         """Wait for zig; raise CompileError with the command and log on failure."""
         out, _ = self.proc.communicate()
         if self.proc.returncode != 0 and self._fallback and self.proc.returncode > 0:   # not killed
+            if self._direct_failed is not None:
+                self._direct_failed()
             self._fallback, self.proc = None, self._start(self._fallback)
             out, _ = self.proc.communicate()
         if self.proc.returncode != 0:
@@ -127,8 +131,24 @@ def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: s
     probe = _compile_probe(host, includes, str(zig_cache))
     direct = probe.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
         if probe else None
+    header = _header(probe, source, zig_cache) if direct else None
+    if header is not None:
+        direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]
     return Job([*flags(host, cwd), *includes, "-c", relative, "-o", out.name],
-               cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct)
+               cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct,
+               direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None)
+
+
+def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path) -> Path | None:
+    """The precompiled header of the directives `source` starts with (zig_pch.py), or None."""
+    try:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            directives = zig_pch.leading_directives(f.read(8192))
+    except OSError:
+        return None
+    if probe is None or directives is None:
+        return None
+    return zig_pch.header_for(probe, directives, zig_cache, _env(zig_cache, zig_cache))
 
 
 def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,

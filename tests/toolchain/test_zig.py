@@ -128,3 +128,40 @@ def test_a_link_runs_zigs_linker_directly_and_gives_zig_ccs_bytes(tmp_path, zig_
     assert (tmp_path / "direct.so").read_bytes() == (tmp_path / "zigcc.so").read_bytes()
     defined, _ = elf_info.symbol_names((tmp_path / "direct.so").read_bytes())
     assert {"jitflow_a", "jitflow_b"} <= defined
+
+
+TVM_C = """// tvm target: c
+#define TVM_EXPORTS
+#include "tvm/runtime/base.h"
+#include "tvm/ffi/c_api.h"
+#include <math.h>
+int jitflow_sqrt_plus(float x) { return (int)sqrtf(x) + TVM_FFI_VERSION_MAJOR; }
+"""
+
+
+def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_path, monkeypatch):
+    from jitflow.builder.steps import _include_dirs
+    from jitflow.toolchain import zig, zig_pch
+
+    own_zig_cache = tmp_path / "zig"          # this test damages what it makes: not the machine's folder
+    own_zig_cache.mkdir()
+    source = _c_file(tmp_path, TVM_C)
+
+    def compiled(name):
+        job = zig.compile_object(source, tmp_path / name, _include_dirs(), "x86_64-linux-gnu", own_zig_cache,
+                                 tmp_path / "zl")
+        job.wait()
+        return job.proc.args, (tmp_path / name).read_bytes()
+
+    args, with_header = compiled("a.o")
+    headers = list((own_zig_cache / zig_pch.FOLDER).glob("*.pch"))
+    assert len(headers) == 1 and args[1] == "clang" and args[2:4] == ["-include-pch", str(headers[0])]
+    assert compiled("b.o")[1] == with_header and list((own_zig_cache / zig_pch.FOLDER).glob("*.pch")) == headers
+    headers[0].write_bytes(b"not a precompiled header")
+    args, after_damage = compiled("c.o")               # the direct compile fails: zig cc compiles it
+    assert args[1] == "cc" and b"jitflow_sqrt_plus" in after_damage and not headers[0].exists()
+    args, again = compiled("d.o")
+    assert args[2] == "-include-pch" and headers[0].is_file() and again == with_header
+    monkeypatch.setattr(zig, "_header", lambda *a: None)
+    args, without = compiled("e.o")
+    assert "-include-pch" not in args and without == with_header    # the same object bytes
