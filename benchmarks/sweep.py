@@ -108,8 +108,9 @@ def where_time_goes(mods: list) -> str:
     wall, after = time.perf_counter() - start, cpu()
     n = len(mods)
     shown = ", ".join(f"{name} {1000 * s / n:.1f}" for name, s in stages.items() if s / n >= 0.0005)
-    return (f"one candidate in one process: {1000 * wall / n:.1f} ms ({shown} ms); CPU: python "
-            f"{1000 * (after[0] - before[0]) / n:.1f} ms, zig (compile and link) {1000 * (after[1] - before[1]) / n:.1f} ms")
+    python, zig = (1000 * (after[k] - before[k]) / n for k in (0, 1))
+    return (f"one candidate in one process: {1000 * wall / n:.1f} ms ({shown} ms); CPU: python {python:.1f} ms, "
+            f"zig (compile and link) {zig:.1f} ms")
 
 
 def main() -> None:

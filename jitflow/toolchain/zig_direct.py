@@ -43,7 +43,8 @@ def _spaced(text: str) -> bool:
     return any(c.isspace() for c in text)
 
 
-def _printed(zig: str, args: list[str], folder: str, env: dict[str, str], variable: str, prefix: str) -> list[str] | None:
+def _printed(zig: str, args: list[str], folder: str, env: dict[str, str], variable: str,
+             prefix: str) -> list[str] | None:
     """The one command zig prints (with `variable` set) that starts with `prefix`, as words."""
     try:
         proc = subprocess.run([zig, "cc", *args], cwd=folder, env=dict(env, **{variable: "1"}),
