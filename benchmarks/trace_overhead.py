@@ -70,7 +70,7 @@ def diagnose(exe, args, dump: int) -> None:
 
     rep = exe.inspect()
     if rep.model is not None:
-        from jitflow.report.model_text import model_section
+        from jitflow.report.memory_plan_text import model_section
 
         print("\n".join(model_section(rep.model)))
     else:

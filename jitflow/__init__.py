@@ -10,26 +10,37 @@ The public API is what this module exports, `jitflow.errors`, the report types i
 """
 from __future__ import annotations
 
+from typing import Any
+
 from . import errors
 from ._version import __version__
-from .builder.clock import BuildInfo
 from .config import log_level as _log_level
 from .errors import JitflowError
-from .executable import Executable, compile, load
-from .farm import BuildResult, build_all
 from .logs import configure as _configure_logging
-from .runtime.vm import load_vm
+from .runtime.load import load
 
 _configure_logging(_log_level())
 
 __all__ = ["BuildInfo", "BuildResult", "Executable", "JitflowError", "build_all", "compile", "errors", "load",
            "load_vm", "trace", "__version__"]
 
+#: imported on first use, so that `import jitflow` in a process that only loads libraries costs what
+#: loading needs (the build side brings TVM's compiler with it when it builds)
+_LAZY = {"BuildInfo": ("builder.clock", "BuildInfo"), "BuildResult": ("farm", "BuildResult"),
+         "build_all": ("farm", "build_all"), "Executable": ("executable", "Executable"),
+         "compile": ("executable", "compile"), "load_vm": ("runtime.vm", "load_vm"), "trace": ("tracing", "trace")}
 
-def __getattr__(name: str) -> object:
-    # jitflow.trace (jitflow.tracing.trace), imported on first use to keep `import jitflow` light
-    if name == "trace":
-        from .tracing import trace
 
-        return trace
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        where, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f"{__name__}.{where}"), attr)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'jitflow' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from decimal import Decimal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,22 +57,53 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+#: the largest values the parsers accept: a size that a file or a disk can have (8 EiB), a duration of a
+#: century, a count of parallel compilers; beyond them a value is a typo, not a wish
+MAX_BYTES = 2**63 - 1
+MAX_SECONDS = 100 * 365 * 86400
+MAX_JOBS = 1024
+MAX_REMOTE_SECONDS = 86400
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+
+
+def _bounded(digits: str, scale: int, limit: float, label: str, limit_text: str) -> Decimal:
+    """digits * scale as an exact Decimal, refused (not rounded to inf, not overflowing) beyond `limit`."""
+    value = Decimal(digits) * scale
+    if value > Decimal(limit):
+        raise InvalidInputError(f"{label} is too large; at most {limit_text}")
+    return value
+
+
 def parse_size(text: str | int, what: str = "size") -> int:
-    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes."""
-    if isinstance(text, int):
+    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes (at most MAX_BYTES)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if not 0 <= text <= MAX_BYTES:
+            raise InvalidInputError(f"{what} {text!r} is out of range; give 0 to {MAX_BYTES} bytes")
         return text
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).upper() not in _SIZE_SUFFIXES:
         raise InvalidInputError(f"{what} {text!r} is not a size; use for example 2GB, 500MB or 1.5GiB")
-    return int(float(m.group(1)) * _SIZE_SUFFIXES[m.group(2).upper()])
+    return int(_bounded(m.group(1), _SIZE_SUFFIXES[m.group(2).upper()], MAX_BYTES, f"{what} {text!r}", "8 EiB"))
 
 
 def parse_duration(text: str, what: str = "duration") -> float:
-    """'30d', '12h', '90m', '45s' -> seconds."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw])\s*", str(text))
+    """'30d', '12h', '90m', '45s' -> seconds (at most a century)."""
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*([smhdw])\s*", str(text))
     if not m:
         raise InvalidInputError(f"{what} {text!r} is not a duration; use for example 30d, 12h or 90m")
-    return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    return float(_bounded(m.group(1), _DURATION_UNITS[m.group(2)], MAX_SECONDS, f"{what} {text!r}", "100 years"))
+
+
+def parse_number(text: str, what: str, maximum: float, whole: bool = False) -> float:
+    """A positive decimal number written plainly ('2', '0.5'; no exponent, inf or nan), at most `maximum`."""
+    m = re.fullmatch(rf"\s*({_NUMBER})\s*", str(text))
+    kind = "a whole number" if whole else "a number"
+    if not m or (whole and "." in m.group(1)):
+        raise InvalidInputError(f"{what}={text!r} is not {kind}; give a positive one, at most {maximum:g}")
+    value = _bounded(m.group(1), 1, maximum, f"{what}={text!r}", f"{maximum:g}")
+    if value <= 0:
+        raise InvalidInputError(f"{what}={text!r} is not a positive number")
+    return float(value)
 
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -136,17 +168,9 @@ def _env_size(name: str, default: int) -> int:
     return parse_size(raw, name) if raw else default
 
 
-def _env_number(name: str, default: float) -> float:
+def _env_number(name: str, default: float, maximum: float, whole: bool = False) -> float:
     raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise InvalidInputError(f"{name}={raw!r} is not a positive number")
-    return value
+    return parse_number(raw, name, maximum, whole) if raw else default
 
 
 @dataclass(frozen=True)
@@ -154,6 +178,7 @@ class RemoteSettings:
     """The shared cache tier (JITFLOW_REMOTE_CACHE*); `url` None means there is none."""
 
     url: str | None = field(default=None, repr=False)  # may hold the tier's password
+    url_problem: str | None = None      # why `url` cannot name a tier (the tier is then off), or None
     secret: str | None = field(default=None, repr=False)
     unsigned: bool = False
     max_bytes: int = 64 << 20
@@ -161,16 +186,75 @@ class RemoteSettings:
     lock_ttl: float = 30.0
 
 
+def remote_url_problem(url: str | None) -> str | None:
+    """Why JITFLOW_REMOTE_CACHE cannot name a tier (a port out of range, a malformed IPv6 host), in
+    words that never repeat its password; None when it can, is unset, or is a module:Class."""
+    if not url or "://" not in url:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port, _host = parts.port, parts.hostname
+    except ValueError as exc:
+        why = str(exc)
+        if "Port" in why:
+            return "JITFLOW_REMOTE_CACHE has a port that is not a number from 1 to 65535"
+        if "IPv6" in why or "address" in why:
+            return "JITFLOW_REMOTE_CACHE has a host that is not a valid address (IPv6 hosts go in brackets: [::1])"
+        return "JITFLOW_REMOTE_CACHE is not a valid URL"
+    if port == 0:
+        return "JITFLOW_REMOTE_CACHE has a port that is not a number from 1 to 65535"
+    return None
+
+
 def resolve_remote() -> RemoteSettings:
     """The shared tier's settings from the JITFLOW_REMOTE_CACHE* variables."""
+    url = os.environ.get("JITFLOW_REMOTE_CACHE", "").strip() or None
     return RemoteSettings(
-        url=os.environ.get("JITFLOW_REMOTE_CACHE", "").strip() or None,
+        url=url, url_problem=remote_url_problem(url),
         secret=os.environ.get("JITFLOW_REMOTE_CACHE_KEY", "").strip() or None,
         unsigned=_env_bool("JITFLOW_REMOTE_CACHE_UNSIGNED", False),
         max_bytes=_env_size("JITFLOW_REMOTE_CACHE_MAX_BYTES", 64 << 20),
-        timeout=_env_number("JITFLOW_REMOTE_CACHE_TIMEOUT", 2.0),
-        lock_ttl=_env_number("JITFLOW_REMOTE_CACHE_LOCK_TTL", 30.0),
+        timeout=_env_number("JITFLOW_REMOTE_CACHE_TIMEOUT", 2.0, MAX_REMOTE_SECONDS),
+        lock_ttl=_env_number("JITFLOW_REMOTE_CACHE_LOCK_TTL", 30.0, MAX_REMOTE_SECONDS),
     )
+
+
+@dataclass(frozen=True)
+class TvmCudaSettings:
+    """TVM's CUDA compiler variables as TVM reads them (flags shell-split, the others as set)."""
+
+    nvrtc_extra: tuple[str, ...] = ()
+    ptxas_reg_level: int | None = None
+    ptxas_extra: tuple[str, ...] = ()
+    nvcc_no_fast_math: bool = False
+    compile_mode: str | None = None
+
+
+def _env_flags(name: str) -> tuple[str, ...]:
+    import shlex
+
+    raw = os.environ.get(name, "").strip()
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise InvalidInputError(f"{name}={raw!r} cannot be read as flags ({exc}); quote them as a shell "
+                                "would") from None
+
+
+def resolve_tvm_cuda() -> TvmCudaSettings:
+    """TVM_CUDA_* from the environment (TVM's own meaning: any TVM_CUDA_NVCC_NO_FAST_MATH turns fast math off)."""
+    raw_level = os.environ.get("TVM_CUDA_PTXAS_REG_LEVEL", "").strip()
+    if raw_level and not (raw_level.isdigit() and 0 <= int(raw_level) <= 10):
+        raise InvalidInputError(f"TVM_CUDA_PTXAS_REG_LEVEL={raw_level!r} is not a register usage level from 0 "
+                                "to 10 (ptxas --register-usage-level)")
+    mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "").strip().lower()
+    return TvmCudaSettings(nvrtc_extra=_env_flags("TVM_CUDA_NVRTC_EXTRA_OPTS"),
+                           ptxas_reg_level=int(raw_level) if raw_level else None,
+                           ptxas_extra=_env_flags("TVM_CUDA_PTXAS_EXTRA_OPTS"),
+                           nvcc_no_fast_math=bool(os.environ.get("TVM_CUDA_NVCC_NO_FAST_MATH")),
+                           compile_mode=mode or None)
 
 
 @dataclass(frozen=True)
@@ -187,6 +271,7 @@ class Settings:
     cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
     cache_salt: str = ""
     build_jobs: int | None = None       # None: the usable cores (builder/host_compile.py)
+    tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda_flags.py)
 
 
 def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
@@ -237,9 +322,8 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     if cache_salt is not None and not isinstance(cache_salt, str):
         raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
     salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
-    jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0)
-    if jobs and jobs != int(jobs):
-        raise InvalidInputError(f"JITFLOW_BUILD_JOBS={jobs!r} is not a whole number")
+    jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0, MAX_JOBS, whole=True)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
-                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None)
+                    cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None,
+                    tvm_cuda=resolve_tvm_cuda())

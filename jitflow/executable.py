@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, pass_context, pipeline
+from . import config, export_path, pass_context, pipeline
 from .builder import prepare
 from .builder.clock import BuildInfo
 from .cache import location
@@ -15,7 +15,7 @@ from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
 from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
-from .runtime.load import load_library
+from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .target import TargetSpec, resolve_target
 from .toolchain import cuda as cuda_toolchain
 
@@ -191,11 +191,7 @@ class Executable:
 
     def export_library(self, path: str | os.PathLike) -> Path:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
-        dest = Path(path).expanduser().absolute()
-        if dest.is_dir():
-            raise InvalidInputError(f"export_library: {dest} is a directory; give a file name such as kernel.so")
-        if not dest.parent.is_dir():
-            raise InvalidInputError(f"export_library: the folder {dest.parent} does not exist")
+        dest = export_path.destination(path)   # a regular file or a new name, in a folder that exists
         with self._lock:
             got = self._obtain()
         with got:
@@ -225,7 +221,7 @@ def _has_function(module: Any, name: str) -> bool:
         return False
 
 
-def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | None = None,
+def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None = None,
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
@@ -234,7 +230,8 @@ def compile(mod: Any, target: Any = "cuda", *, arch: Any = None, host: str | Non
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
-    target: "cuda", "c", a dict or a tvm.target.Target.
+    target: "cuda", "c" ("llvm" is built as "c"), a dict or a tvm.target.Target; default the
+    tvm.target.Target entered around this call (`with tvm.target.Target(...)`), else "cuda".
     arch: one CUDA arch or several ("sm_90", ["sm_80", "sm_90"]); default from the target or GPU;
     "portable": SASS for each GPU generation the compiler supports and PTX for the oldest.
     cuda_floor: the oldest driver (CUDA version, "13.0") the library must load on; it decides the
@@ -292,11 +289,3 @@ def _relax_pipeline(value: Any) -> tuple[str | None, Any]:
         return value, None
     raise InvalidInputError(f"relax_pipeline must be a pipeline name or a tvm.transform.Pass, "
                             f"not {type(value).__name__}")
-
-
-def load(path: str | os.PathLike, device_query: Any = None) -> Any:
-    """Load an exported library (TVM runtime only; CUDA backend loaded when the library needs it).
-
-    A CUDA library is checked against the first GPU and its driver first (device_query: how they
-    are found, a jitflow.runtime.compat.DeviceQuery; default the CUDA driver)."""
-    return load_library(Path(path).expanduser(), device_query=device_query)

@@ -22,6 +22,8 @@ import threading
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
+from .logs import warn_once
+
 DEFAULT_OPT_LEVEL = 3
 _thread = threading.local()
 
@@ -62,6 +64,18 @@ def caller_context() -> Any | None:
         _thread.default = ctx
         return None
     return ctx
+
+
+def warn_if_entered_late(captured: Any | None) -> None:
+    """Say once when a build is asked for (jit(), export_library(), inspect()) inside a PassContext
+    that compile() did not see: the build uses the context of compile(), so this one is not used."""
+    current = caller_context()
+    if current is None or (captured is not None and current.same_as(captured)):
+        return
+    warn_once("late pass context", "jitflow: a tvm.transform.PassContext is entered around jit() (or "
+              "export_library(), inspect()) but was not around jitflow.compile(): it is not used (its opt level, "
+              "passes, config and instruments); jitflow builds in the context compile() was called in. Enter it "
+              "around jitflow.compile()")
 
 
 def _plain(value: Any) -> Any:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import pass_context
 from .builder.clock import BuildInfo, Clock
 from .builder.progress import Progress
 from .builder.steps import build_into
@@ -65,6 +66,7 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
     that the module has not changed since (a model's weights take tens of milliseconds to hash).
     """
     start = time.perf_counter()
+    pass_context.warn_if_entered_late(in_process.pass_context)
     key, inputs = cache_key.digest, cache_key.inputs
     info = BuildInfo(key=key, outcome="hit")
     recheck = not key_is_fresh

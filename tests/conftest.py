@@ -84,6 +84,24 @@ def module_cache(tmp_path_factory, zig_cache: Path, name: str = "cache") -> Iter
         yield use_cache(patch, tmp_path_factory.mktemp(name), zig_cache)
 
 
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory) -> Path:
+    """A cache folder that every pytest worker of this run shares: test files that build the same
+    models build each once (a second worker waits on the key's lock and gets a hit)."""
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    path = root / "shared-model-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@contextmanager
+def cache_at(path: Path, zig_cache: Path) -> Iterator[Path]:
+    """Builds of a module-scoped fixture in the cache folder `path` (shared_cache, for one)."""
+    with pytest.MonkeyPatch.context() as patch:
+        yield use_cache(patch, path, zig_cache)
+
+
 @pytest.fixture
 def cache_dir(tmp_path, zig_cache, monkeypatch) -> Path:
     """A fresh jitflow cache for this test, also exported to subprocesses through the environment."""

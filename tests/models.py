@@ -117,6 +117,24 @@ def symbolic_mlp() -> Any:
     return Symbolic
 
 
+def two_symbols() -> Any:
+    """relu(x) + 1 and its sum over rows, for x of shape (n, s): sizes in two shape symbols."""
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class TwoSymbols:
+        @R.function
+        def main(x: R.Tensor(("n", "s"), "float32")) -> R.Tensor(("s",), "float32"):
+            with R.dataflow():
+                y = R.add(R.nn.relu(x), R.const(1.0, "float32"))
+                z = R.sum(R.multiply(y, y), axis=0)
+                R.output(z)
+            return z
+
+    return TwoSymbols
+
+
 def cuda_pipeline(fuse: bool = True, plan: bool = True) -> Any:
     """TVM's default CUDA pipeline, optionally without operator fusion (FuseOps, FuseTIR) or without
     static memory planning (StaticPlanBlockMemory): the same model before and after one optimization."""

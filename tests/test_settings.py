@@ -48,3 +48,41 @@ def test_a_bad_boolean_or_size_setting_is_an_error(cache_dir, monkeypatch):
     monkeypatch.setenv("JITFLOW_CACHE_MAX_SIZE", "lots")
     with pytest.raises(InvalidInputError, match="JITFLOW_CACHE_MAX_SIZE 'lots' is not a size"):
         jitflow.compile(kernels.axpb(), "c")
+
+
+HUGE = "9" * 401
+
+
+@pytest.mark.parametrize("variable, value, says", [
+    ("JITFLOW_CACHE_MAX_SIZE", HUGE, "is too large; at most 8 EiB"),
+    ("JITFLOW_CACHE_MAX_SIZE", HUGE + "GiB", "is too large; at most 8 EiB"),
+    ("JITFLOW_CACHE_MAX_SIZE", "inf", "is not a size"),
+    ("JITFLOW_REMOTE_CACHE_MAX_BYTES", HUGE, "is too large; at most 8 EiB"),
+    ("JITFLOW_BUILD_JOBS", "inf", "is not a whole number"),
+    ("JITFLOW_BUILD_JOBS", "nan", "is not a whole number"),
+    ("JITFLOW_BUILD_JOBS", "1e400", "is not a whole number"),
+    ("JITFLOW_BUILD_JOBS", HUGE, "is too large; at most 1024"),
+    ("JITFLOW_REMOTE_CACHE_TIMEOUT", "inf", "is not a number"),
+    ("JITFLOW_REMOTE_CACHE_TIMEOUT", "nan", "is not a number"),
+    ("JITFLOW_REMOTE_CACHE_LOCK_TTL", "1e400", "is not a number"),
+    ("JITFLOW_REMOTE_CACHE_LOCK_TTL", HUGE, "is too large"),
+])
+def test_huge_or_non_finite_numbers_are_clear_errors(cache_dir, monkeypatch, variable, value, says):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(InvalidInputError, match=f"{variable}.*{says}"):
+        jitflow.compile(kernels.axpb(), "c")
+
+
+def test_sizes_durations_and_numbers_read_exactly_up_to_their_limits():
+    from jitflow import config
+
+    assert config.parse_size("1.5GiB") == 3 << 29 and config.parse_size("0") == 0
+    assert config.parse_size(str(config.MAX_BYTES)) == config.MAX_BYTES
+    with pytest.raises(InvalidInputError, match="too large"):
+        config.parse_size(str(config.MAX_BYTES + 1))
+    assert config.parse_duration("36500d") == config.MAX_SECONDS
+    with pytest.raises(InvalidInputError, match="--older-than '36501d' is too large; at most 100 years"):
+        config.parse_duration("36501d", "--older-than")
+    assert config.parse_number("0.5", "T", 10) == 0.5 and config.parse_number("1024", "J", 1024, whole=True) == 1024
+    with pytest.raises(InvalidInputError, match="T='0' is not a positive number"):
+        config.parse_number("0", "T", 10)

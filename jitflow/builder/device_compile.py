@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 from ..errors import CompileError
 from ..target.cuda_floor import CudaVersion
 from ..toolchain import cccl_shim, cuda
+from ..toolchain.cuda_flags import CudaFlags
 from . import split_c
 from .host_compile import usable_cores
 from .pack import DevicePiece
@@ -56,9 +57,9 @@ class _ArchClock:
 
 def compile_device(source_path: Path, archs: Sequence[str], compiler: str, options: Sequence[str] = (),
                    on_arch: Callable[[str, float], None] | None = None, jobs: int | None = None,
-                   floor: CudaVersion | None = None) -> tuple[list[DevicePiece], str]:
+                   floor: CudaVersion | None = None, flags: CudaFlags = CudaFlags()) -> tuple[list[DevicePiece], str]:
     """The kept CUDA source at `source_path` -> fatbin pieces and the compiler's log; `jobs` compiles
-    at once (default: the usable cores); `floor` as for cuda.compile_fatbin."""
+    at once (default: the usable cores); `floor` and `flags` as for cuda.compile_fatbin."""
     source = source_path.read_text()
     jobs = jobs or usable_cores()
     pieces = split_c.split_kernels(source, piece_count(source, compiler, jobs))
@@ -68,11 +69,12 @@ def compile_device(source_path: Path, archs: Sequence[str], compiler: str, optio
             with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
                                     thread_name_prefix="jitflow-device") as pool:
                 built = list(pool.map(lambda p: cuda.compile_fatbin(source_path, archs, compiler, options,
-                                                                    clock.done, floor, text=p[0]), pieces))
+                                                                    clock.done, floor, text=p[0], flags=flags),
+                                         pieces))
             logs = [f"== piece {n}: {', '.join(names)} ==\n{text}" for n, ((_, names), (_, text))
                     in enumerate(zip(pieces, built))]
             return [DevicePiece(fatbin, names) for (_, names), (fatbin, _) in zip(pieces, built)], "\n".join(logs)
         except CompileError as exc:
             log.debug("jitflow: the device code pieces failed (%s); compiling the source whole", exc.log[-500:])
-    fatbin, text = cuda.compile_fatbin(source_path, archs, compiler, options, on_arch, floor)
+    fatbin, text = cuda.compile_fatbin(source_path, archs, compiler, options, on_arch, floor, flags=flags)
     return [DevicePiece(fatbin, [])], text

@@ -21,7 +21,7 @@ from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
 from ..target import TargetSpec
-from . import vm_blob
+from . import memory_facts, vm_blob
 from .host_c import host_source
 from .host_codegen import legalized_c_host
 from .prepare import check_thread_binding, is_relax
@@ -56,6 +56,7 @@ class Lowered:
     vm_functions: list[str] | None = None
     blob_bytes: bytes | None = None          # the blob as TVM packed it (None: laid out by vm_blob.py)
     pending: Callable[[Lowered], None] | None = field(default=None, repr=False)
+    ir: Any = field(default=None, repr=False)  # the IR the memory facts come from (memory_facts.Captured)
 
     def finish(self) -> Lowered:
         """Pack the imports blob if lowering left that for later (see lower's `defer_pack`)."""
@@ -65,7 +66,7 @@ class Lowered:
         return self
 
     def blob_pieces(self) -> list[bytes | memoryview]:
-        """The serialized blob as consecutive pieces (for blob_object.write)."""
+        """The serialized blob as consecutive pieces (for formats.elf_object.write)."""
         if self.blob_bytes is not None:
             return [self.blob_bytes]
         return library_blob.chunks(self.blob) if self.blob is not None else []
@@ -73,6 +74,17 @@ class Lowered:
     @property
     def is_vm(self) -> bool:
         return self.vm_functions is not None
+
+    def runtime_needs(self) -> list[str]:
+        """What of the TVM runtime the library needs beyond its core (for its digest record): "cuda"
+        for device code, "contrib" when its host code or its VM calls TVM's contrib functions (sort,
+        top-k, random, in libtvm_runtime_extra) by name."""
+        names = [self.host_c]
+        vm = vm_program.payload_of(self.blob) if self.is_vm and self.blob is not None else None
+        if vm is not None:
+            names += [f.name for f in vm_program.function_table(vm) if f.kind == "packed"]
+        contrib = any("tvm.contrib." in text for text in names)
+        return [n for n, needed in (("contrib", contrib), ("cuda", bool(self.devices))) if needed]
 
     @property
     def functions(self) -> list[str]:
@@ -142,7 +154,8 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
     if caller_context is NOT_GIVEN:
         caller_context = pass_context.caller_context()
     try:
-        with _tvm_does_not_compile_cuda(), pass_context.entered(caller_context, pass_config):
+        with _tvm_does_not_compile_cuda(), pass_context.entered(caller_context, pass_config), \
+                memory_facts.observing() as seen:
             executable = tvm.compile(mod, target=spec.tvm_target(), **options)
     except Exception as exc:
         text = str(exc)
@@ -151,13 +164,16 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
         raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
     root = executable.mod
     if root.kind == vm_program.KIND:
-        return _lowered_vm(root, with_devices=spec.is_cuda or not defer_pack)
-    if root.kind != "c":
+        lowered = _lowered_vm(root, with_devices=spec.is_cuda or not defer_pack)
+    elif root.kind != "c":
         raise LoweringError(f"TVM produced a host module of kind {root.kind!r}, expected 'c'")
-    if not root.imports:
-        return Lowered(host_source(root.inspect_source()), None)
-    blob, raw = _pack(root)
-    return Lowered(host_source(root.inspect_source()), blob, _device_sources(blob), blob_bytes=raw)
+    elif not root.imports:
+        lowered = Lowered(host_source(root.inspect_source()), None)
+    else:
+        blob, raw = _pack(root)
+        lowered = Lowered(host_source(root.inspect_source()), blob, _device_sources(blob), blob_bytes=raw)
+    lowered.ir = seen
+    return lowered
 
 
 def _pack(root: Any) -> tuple[LibraryBlob, bytes]:

@@ -1,4 +1,4 @@
-"""Put each device module's fatbin into the imports blob (blob_object.py makes it an object to link).
+"""Put each device module's fatbin into the imports blob (formats/elf_object.py makes it an object to link).
 
 A device module compiled in pieces (device_compile.py) becomes one device module per piece, each
 holding its kernels' entries and fatbin, all imported where the original was: TVM looks a kernel

@@ -14,10 +14,11 @@ from typing import Any
 from ..cache.entry import Entry
 from ..config import Settings
 from ..errors import CompileError
+from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..target import TargetSpec
-from ..toolchain import host_libs, link, zig_cache
-from . import blob_object, host_c, lower, pack
+from ..toolchain import cuda, cuda_flags, host_libs, link, zig_cache
+from . import host_c, lower, memory_facts, pack
 from .clock import Clock
 from .device_compile import compile_device
 from .host_compile import HostCompile
@@ -48,7 +49,8 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
         cu = entry.kernels_source(n)
         cu.write_text(dev.source)
         pieces, dlog = compile_device(cu, spec.archs, settings.cuda_compiler, options.device_options,
-                                      arch_done, settings.build_jobs, options.cuda_floor)
+                                      arch_done, settings.build_jobs, options.cuda_floor,
+                                      cuda_flags.for_build(settings.tvm_cuda, settings.cuda_compiler))
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = pieces
     return fatbins
@@ -59,6 +61,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     """Build the library into folder/lib.so, keeping sources in folder/src; returns metadata.
 
     `options` are read, never changed; `in_process` holds the caller's PassContext and Relax Pass."""
+    if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
+        cuda.check_archs(spec.archs, settings.cuda_compiler)
     clock = Clock(stages, progress)
     entry = Entry(folder)
     entry.sources.mkdir(parents=True, exist_ok=True)
@@ -80,11 +84,11 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
                 lowered.finish()
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
-        data = []
+        data = memory_facts.keep(lowered.ir, lowered.blob, folder, spec.kind, spec.host)
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
                 blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_pieces()
-                data.append(blob_object.write(blob, folder / "blob.o", spec.host))
+                data.append(elf_object.write(blob, folder / "blob.o", spec.host))
         host.on_progress = clock.show
         clock.show(host.describe())
         try:
@@ -96,7 +100,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         raise
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
-        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data)
+        link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
+                         needs=lowered.runtime_needs())
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from .disk import Cache
 from .entry import Entry, discard, target_of, target_text
+from .key_lock import LockTimeout
 
 log = logging.getLogger("jitflow")
 #: entries younger than this are never evicted: another process may be about to load them.
@@ -41,6 +42,7 @@ class EntryInfo:
     kind: str = "?"
     archs: list[str] = field(default_factory=list)
     name: str | None = None        # compile(name=...) or the command line's FILE.py:NAME
+    problem: str | None = None    # why its metadata cannot be used (it is refused, rebuilt when next used)
 
     def to_json(self) -> dict[str, Any]:
         """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
@@ -48,7 +50,8 @@ class EntryInfo:
         return {"key": self.key, "path": str(self.path), "size": self.size, "created": self.created,
                 "last_used": self.last_used, "functions": self.functions, "name": self.name, "readable": known,
                 "kind": self.kind if known else None, "archs": self.archs,
-                "host": self.host if known and self.host != "?" else None, "target": self.target if known else None}
+                "host": self.host if known and self.host != "?" else None, "target": self.target if known else None,
+                "problem": self.problem}
 
 
 #: Why prune removed an entry: unused for longer than older_than, or least recently used over the cap.
@@ -87,7 +90,7 @@ def entries(cache: Cache) -> list[EntryInfo]:
         if not shard.is_dir():
             continue
         for entry in sorted(shard.iterdir()):
-            meta = Entry(entry).read_meta() if entry.is_dir() else None
+            meta, problem = Entry(entry).meta_and_problem() if entry.is_dir() else (None, "not a folder")
             try:
                 used = Entry(entry).used.stat().st_mtime
             except OSError:
@@ -99,15 +102,13 @@ def entries(cache: Cache) -> list[EntryInfo]:
                 functions=list(meta.get("functions", [])) if meta else [],
                 target=target_text(target, host=False) if target else "?",
                 host=target.get("host") or "?", readable=meta is not None,
-                kind=target.get("kind") or "?", archs=list(target.get("archs") or []),
+                kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
                 name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None))
     return found
 
 
 def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | None:
     """Why remove_entry would keep this entry now (KEPT_RECENT, KEPT_BUILDING, KEPT_GONE), or None."""
-    from filelock import Timeout
-
     try:
         published = cache.entry_dir(key).stat().st_mtime
     except OSError:
@@ -117,7 +118,7 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
     try:
         with cache.lock(key, timeout=0):
             return None
-    except Timeout:
+    except LockTimeout:
         return KEPT_BUILDING
     except OSError:
         return KEPT_ERROR
@@ -125,8 +126,6 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
 
 def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
     """Remove one entry unless it is being built or was just published; True if removed."""
-    from filelock import Timeout
-
     entry = cache.entry_dir(key)
     try:
         with cache.lock(key, timeout=0):
@@ -138,7 +137,7 @@ def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
                 return False
             discard(entry, cache.staging_root)
         return True
-    except Timeout:
+    except LockTimeout:
         return False
     except OSError as exc:
         log.warning("jitflow: could not remove cache entry %s: %s", key[:12], exc)

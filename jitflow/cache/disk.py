@@ -12,7 +12,6 @@ import errno
 import hashlib
 import json
 import logging
-import mmap
 import os
 import shutil
 import stat
@@ -20,12 +19,14 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ContextManager, Iterator
 
 from .. import folder_trust
 from ..errors import CacheError, UntrustedFolderError
 from ..runtime.library_file import LibraryFile
-from .entry import FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem
+from . import key_lock
+from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
+                    read_meta_file)
 
 log = logging.getLogger("jitflow")
 
@@ -40,12 +41,14 @@ class _Refused(Exception):
 
 
 def sha256_fd(fd: int) -> str:
-    """sha256 of an open file's bytes."""
-    size = os.fstat(fd).st_size
-    if size == 0:
-        return hashlib.sha256(b"").hexdigest()
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-        return hashlib.sha256(data).hexdigest()
+    """sha256 of an open file's bytes, read in chunks (a map of the file would fault if it shrank)."""
+    h = hashlib.sha256()
+    buffer = memoryview(bytearray(1 << 20))
+    at = 0
+    while n := os.preadv(fd, [buffer], at):
+        h.update(buffer[:n])
+        at += n
+    return h.hexdigest()
 
 
 def _checked(fd: int, where: str, folder: bool) -> int:
@@ -151,13 +154,8 @@ class Cache:
             except FileNotFoundError:
                 raise _Refused("no metadata") from None
             with os.fdopen(meta_fd, "rb") as f:
-                try:
-                    meta = json.loads(f.read())
-                except ValueError:
-                    raise _Refused("unreadable metadata") from None
-            if not isinstance(meta, dict):
-                raise _Refused("unreadable metadata")
-            problem = meta_problem(meta, key, expect)
+                meta, problem = read_meta_file(f)
+            problem = problem or meta_problem(meta, key, expect)
             if problem:
                 raise _Refused(problem)
             try:
@@ -180,13 +178,10 @@ class Cache:
         """Done with a library found or published here: close it (the entry stays)."""
         library.close()
 
-    @contextmanager
-    def lock(self, key: str, timeout: float = -1) -> Iterator[None]:
-        """Hold the per-key build lock (released by the OS if the holder dies)."""
-        from filelock import FileLock
-
-        with FileLock(str(self.locks / f"{key}.lock"), timeout=timeout):
-            yield
+    def lock(self, key: str, timeout: float = -1) -> ContextManager[None]:
+        """Hold the per-key build lock (freed by the OS when the holder dies; key_lock.py says why
+        a record lock); LockTimeout when not had within `timeout` seconds (< 0: wait for ever)."""
+        return key_lock.hold(self.locks / f"{key}.lock", timeout)
 
     @contextmanager
     def staging(self, key: str) -> Iterator[Path]:

@@ -5,6 +5,8 @@
         meta.json     the key's inputs, the library's sha256 and size, versions, stage times
         last_used     its modification time is the entry's last use
         src/          host.c, kernels.cu (kernels1.cu ...), the device compiler's log beside each
+        memory.json   the build's memory record (formats/memory_facts.py names and reads it; the
+                      library holds the same bytes, so an entry without it loses nothing)
 
 The disk cache writes and reads entries, inspect reports on them and the shared tier packs and
 unpacks them: all three go through this module, nobody else spells these names.
@@ -13,12 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Callable
+
+from ..formats import bounded_json
 
 #: Bump when the layout of entries or of the built library changes.
 FORMAT_VERSION = 1
@@ -27,6 +32,9 @@ META = "meta.json"
 USED = "last_used"
 SOURCES = "src"
 HOST_C = "host.c"
+#: a meta.json is about 1.5 KB; larger or deeper than this it was not written by jitflow
+META_MAX_BYTES = 1 << 20
+META_MAX_DEPTH = 32
 
 
 def kernels_name(index: int, suffix: str = ".cu") -> str:
@@ -71,12 +79,16 @@ class Entry:
         return self.sources / kernels_name(index, ".log")
 
     def read_meta(self) -> dict[str, Any] | None:
-        """The entry's metadata, or None when it is missing or unreadable."""
+        """The entry's metadata, or None when it is missing, unreadable or not of metadata's shape."""
+        return self.meta_and_problem()[0]
+
+    def meta_and_problem(self) -> tuple[dict[str, Any] | None, str | None]:
+        """(metadata, None), or (None, why it cannot be used)."""
         try:
-            meta = json.loads(self.meta_path.read_text())
-        except (OSError, ValueError):
-            return None
-        return meta if isinstance(meta, dict) else None
+            with open(self.meta_path, "rb") as f:
+                return read_meta_file(f)
+        except OSError as exc:
+            return None, f"metadata unreadable ({exc.strerror or exc})"
 
     def read_source(self, path: Path) -> str | None:
         try:
@@ -89,6 +101,69 @@ class Entry:
         if not self.sources.is_dir():
             return []
         return sorted(f"{SOURCES}/{p.name}" for p in self.sources.iterdir() if p.is_file())
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _target(v: Any) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("kind", ""), str) and isinstance(v.get("host", ""), str)
+            and _strings(v.get("archs", [])))
+
+
+def _key_inputs(v: Any) -> bool:
+    options = v.get("options", {}) if isinstance(v, dict) else None
+    return (isinstance(options, dict) and _strings(options.get("device_options", []))
+            and isinstance(options.get("cuda_compiler", ""), str))
+
+
+#: the fields of meta.json that jitflow reads, and what each must be; other fields are left alone
+_SHAPE: dict[str, Callable[[Any], bool]] = {
+    "key": lambda v: isinstance(v, str), "so_sha256": lambda v: isinstance(v, str),
+    "format": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "so_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "created": _number, "fetched": _number, "functions": _strings, "sources": _strings,
+    "cuda": lambda v: isinstance(v, bool), "key_inputs": _key_inputs,
+    "versions": lambda v: isinstance(v, dict), "target": _target,
+    "stages": lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
+}
+_REQUIRED = ("key", "format", "so_size", "so_sha256")
+
+
+def meta_shape_problem(meta: Any) -> str | None:
+    """Why `meta` is not an entry's metadata (a field missing or of the wrong type), or None."""
+    if not isinstance(meta, dict):
+        return "metadata is not a JSON object"
+    missing = [name for name in _REQUIRED if name not in meta]
+    if missing:
+        return f"metadata has no {', '.join(missing)}"
+    wrong = [name for name, fits in _SHAPE.items() if name in meta and not fits(meta[name])]
+    if wrong:
+        return f"metadata field {wrong[0]!r} is not of its type ({json.dumps(meta[wrong[0]])[:40]})"
+    return None
+
+
+def decode_meta(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """(metadata, None) for the bytes of a meta.json of the right shape, else (None, why not).
+
+    Bounded: more than META_MAX_BYTES, or nested deeper than META_MAX_DEPTH, is refused unparsed.
+    """
+    try:
+        meta = bounded_json.loads(data, META_MAX_BYTES, META_MAX_DEPTH, "metadata")
+    except bounded_json.BadJSON as exc:
+        return None, str(exc)
+    problem = meta_shape_problem(meta)
+    return (None, problem) if problem else (meta, None)
+
+
+def read_meta_file(f: IO[bytes]) -> tuple[dict[str, Any] | None, str | None]:
+    """decode_meta of an open meta.json, reading no more than one byte past the limit."""
+    return decode_meta(f.read(META_MAX_BYTES + 1))
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -11,8 +11,8 @@ checked again on every lookup):
   function registered under it, or a Pass by its printed structure);
 - the PassContext the build lowers in: the caller's, merged with pass_config= (pass_context.key_of);
 - the TVM registrations the build can see (registrations.py);
-- for CUDA, the device compiler and, for NVRTC, the environment variables that reach it
-  (toolchain/environment.py);
+- for CUDA, the device compiler and the environment that reaches it: for NVRTC the variables it
+  reads, for both TVM's CUDA variables that change the flags (toolchain/environment.py);
 - the versions of jitflow, TVM, zig and the CUDA compiler (toolchain/versions.py) and a digest
   of jitflow's own build code (recipe.py);
 - the entry format version, and the cache salt (cache_salt= / JITFLOW_CACHE_SALT) when one is set.
@@ -147,8 +147,8 @@ def _option_inputs(ir_text: str, spec: TargetSpec, settings: Settings, options: 
             raise ValueError("the CUDA floor must be resolved before the key is taken (Executable.options)")
         inputs["cuda_floor"] = str(options.cuda_floor)
         inputs["cuda_compiler"] = settings.cuda_compiler
-        if settings.cuda_compiler == "nvrtc":
-            inputs["environment"] = environment.nvrtc_inputs(options.device_options)
+        inputs["environment"] = environment.compiler_inputs(settings.cuda_compiler, options.device_options,
+                                                            settings.tvm_cuda)
     pipeline = relax_pipeline(options, in_process)
     if pipeline is not None:
         inputs["relax_pipeline"] = pipeline_key(pipeline)

@@ -17,7 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..export_path import destination, loaded_sources
+
     exe = build_options.executable(args.module, args)
+    destination(args.output, loaded_sources())   # before building: never over the module file or what it imports
     out = exe.export_library(args.output)
     print(f"{out}: {exe.build_info}")
     return 0

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import InvalidInputError
 from ..target import SUPPORTED_HOSTS
 
-DEFAULT_TARGET = "cuda"
+from ..target.spec import DEFAULT_TARGET
 
 #: option -> attribute of the parsed arguments, for the options that decide how a module is built.
 BUILD_FLAGS = {"--target": "target", "--arch": "arch", "--host": "host", "--cuda-compiler": "cuda_compiler",
@@ -23,7 +23,7 @@ BUILD_FLAGS = {"--target": "target", "--arch": "arch", "--host": "host", "--cuda
 def add(p: argparse.ArgumentParser) -> None:
     """Declare the build options on a sub-command's parser."""
     g = p.add_argument_group("build options (for FILE.py:NAME)")
-    g.add_argument("--target", default=None, help=f"cuda or c (default: {DEFAULT_TARGET})")
+    g.add_argument("--target", default=None, help=f"cuda or c (llvm is built as c) (default: {DEFAULT_TARGET})")
     g.add_argument("--arch", action="append", metavar="ARCH",
                    help="CUDA arch, repeatable or comma-separated: --arch sm_80,sm_90, or 'portable' (SASS for each "
                         "GPU generation, PTX for the oldest) (default: this machine's GPU)")
@@ -78,8 +78,8 @@ def given(args: argparse.Namespace) -> list[str]:
 def _check_arch_use(target: str, archs: list[str] | None) -> None:
     """Say in command-line words what resolve_target would say in Python words, for a plain --target."""
     kind = target.strip().lower()
-    if kind == "c" and archs is not None:
-        raise InvalidInputError("--arch applies to --target cuda only; --target c has no CUDA arch")
+    if kind in ("c", "llvm") and archs is not None:
+        raise InvalidInputError(f"--arch applies to --target cuda only; --target {kind} has no CUDA arch")
     if kind == "cuda" and archs is None:
         from ..target import visible_gpu_arch
 

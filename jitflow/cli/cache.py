@@ -5,7 +5,8 @@ import argparse
 from typing import Any
 
 from . import cache_prune, cache_stats
-from .cache_common import ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, open_cache
+from .cache_common import (ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, note_refused,
+                           open_cache)
 from .exit_codes import EXIT_NO, EXIT_OK
 from .output import dumps, human_size, table
 
@@ -41,6 +42,7 @@ def run_ls(args: argparse.Namespace) -> int:
         print(f"no entries in {settings.cache_dir}")
     else:
         print("\n".join(table(ENTRY_HEADER, [entry_row(e) for e in rows], right=[SIZE_COLUMN])))
+    note_refused(rows)
     return EXIT_OK
 
 
@@ -60,6 +62,7 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
     from ..cache.admin import entries, folder_size
 
     rows = entries(cache)
+    note_refused(rows)
     hosts: dict[str, dict[str, int]] = {}
     for e in rows:
         per_host = hosts.setdefault(e.host, {"entries": 0, "size": 0})
@@ -75,7 +78,9 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
         from ..cache.shared.stats import COUNTERS, machine_stats
 
         counts = machine_stats(cache.root)
-        shared = {"url": _without_password(settings.remote.url), "counters": {n: counts.get(n, 0) for n in COUNTERS}}
+        problem = settings.remote.url_problem
+        shared = {"url": None if problem else _without_password(settings.remote.url), "problem": problem,
+                  "counters": {n: counts.get(n, 0) for n in COUNTERS}}
     return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "entries_folder": str(cache.root),
             "enabled": settings.cache_enabled,
             "problem": location.open_cache(settings).problem() if settings.cache_enabled else None,
@@ -105,7 +110,8 @@ def run_info(args: argparse.Namespace) -> int:
         if d["shared"]:
             shown = ", ".join(f"{name} {d['shared']['counters'][name]}"
                               for name in ("hits", "misses", "refusals", "stored"))
-            lines.append(("shared", f"{d['shared']['url']} ({shown}, on this machine)"))
+            where = d["shared"]["url"] or f"off: {d['shared']['problem']}"
+            lines.append(("shared", f"{where} ({shown}, on this machine)"))
         width = max(len(name) for name, _ in lines) + 2
         print("\n".join(f"{name + ':':<{width}}{value}" for name, value in lines))
     return EXIT_NO if d["problem"] else EXIT_OK

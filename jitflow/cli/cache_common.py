@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .output import human_size, when
@@ -43,3 +44,11 @@ def entry_row(e: Any) -> list[str]:
     module = (e.name or _functions(e.functions)) if e.readable else "(unreadable)"
     return [e.key[:12], module, e.target, e.host,
             human_size(e.size), when(e.created), when(e.last_used)]
+
+
+def note_refused(rows: list[Any]) -> None:
+    """Say on stderr which entries have metadata that cannot be used (they are listed, never loaded)."""
+    for e in rows:
+        if e.problem:
+            print(f"jitflow: note: entry {e.key[:12]} is refused ({e.problem}): it is rebuilt when next used, "
+                  "and prune removes it like any other", file=sys.stderr)

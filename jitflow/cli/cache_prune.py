@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from .cache_common import ENTRY_HEADER, SIZE_COLUMN, entry_row, json_option, open_cache
+from .cache_common import ENTRY_HEADER, SIZE_COLUMN, entry_row, json_option, note_refused, open_cache
 from .exit_codes import EXIT_OK, EXIT_USAGE
 from .output import age, dumps, human_size, plural, table
 
@@ -90,6 +90,7 @@ def run_prune(args: argparse.Namespace) -> int:
     cap = parse_size(args.max_size, "--max-size") if args.max_size else settings.cache_max_size
     older = parse_duration(args.older_than, "--older-than") if args.older_than else None
     before = entries(cache)
+    note_refused(before)
     report = PruneReport()
     prune(cache, max_size=cap, older_than=older, dry_run=args.dry_run, report=report)
     if args.json:

@@ -2,12 +2,16 @@
 
 SOURCE is FILE.py:NAME (a module, PrimFunc, function returning one, or a jitflow Executable;
 built or found in the cache), a .so (what the binary holds), a cache entry folder or a cache key.
+--shape binds shape symbols, --timeline and --html write the memory plan as Chrome trace events
+and as a page; --b-pass-config and the other --b-* options build B of a --diff differently.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +33,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare two sources (schedules, pass configs)")
     p.add_argument("--section", choices=SECTIONS, help="print one part only")
     p.add_argument("--json", action="store_true", help="stable JSON (fields in docs/inspect.md)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=N[,NAME=N]",
+                   help="bind shape symbols: every size, total and peak that depends only on them becomes a number")
+    p.add_argument("--timeline", metavar="FILE.json",
+                   help="write the memory plan as Chrome trace events (open in ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--html", metavar="FILE.html",
+                   help="write a self-contained page with the memory plan drawn (with --diff: both plans)")
     build_options.add(p)
+    g = p.add_argument_group("options for B of --diff (B is built with A's build options, then these)")
+    for flag, attr in B_FLAGS.items():
+        g.add_argument(f"--b-{flag[2:]}", dest=f"b_{attr}", action="append" if attr in _REPEATED else "store",
+                       default=[] if attr in _REPEATED else None, metavar="VALUE",
+                       help=f"{flag} for B only" + (" (added to A's)" if attr == "pass_config" else ""))
     p.set_defaults(func=run)
+
+
+#: the build options --diff can set for B alone (their --b-* form), and the repeatable ones
+B_FLAGS = {flag: attr for flag, attr in build_options.BUILD_FLAGS.items()
+           if flag not in ("--no-cache", "--cache-dir")}
+_REPEATED = ("arch", "pass_config", "device_option")
+
+
+def b_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The arguments that build B: A's, with each --b-* option in place of A's (pass configs added)."""
+    out = copy.copy(args)
+    for attr in B_FLAGS.values():
+        value = getattr(args, f"b_{attr}", None)
+        if value in (None, []):
+            continue
+        setattr(out, attr, [*args.pass_config, *value] if attr == "pass_config" else value)
+    return out
+
+
+def _b_given(args: argparse.Namespace) -> list[str]:
+    return [f"--b-{flag[2:]}" for flag, attr in B_FLAGS.items()
+            if getattr(args, f"b_{attr}", None) not in (None, [])]
 
 
 def _tvm_library(path: Path) -> None:
@@ -72,7 +109,7 @@ def _device_text(mapping: Any, what: str) -> dict[str, str]:
 
 def section(rep: Any, name: str, as_json: bool) -> str:
     """One part of the report, as text or JSON."""
-    from ..report import text as report_text
+    from ..report import report as report_text
 
     if name in ("host", "cuda"):
         text = rep.host_c if name == "host" else rep.cuda
@@ -97,21 +134,68 @@ def section(rep: Any, name: str, as_json: bool) -> str:
     return "\n".join(report_text.memory_section(rep) + [""] + report_text.host_section(rep))
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.diff:
-        if args.source:
-            raise InvalidInputError("give either SOURCE or --diff A B, not both")
-        from ..report.diff import diff
+def _b_value(args: argparse.Namespace, flag: str) -> str:
+    value = getattr(args, "b_" + B_FLAGS["--" + flag[len("--b-"):]])
+    return ",".join(value) if isinstance(value, list) else str(value)
 
-        a, b = args.diff
-        result = diff(report_of(a, args), report_of(b, args), a, b)
-        print(result.to_json() if args.json else result)
-        return EXIT_NO if result.changed else EXIT_OK
+
+def _shape(args: argparse.Namespace) -> dict[str, int]:
+    from ..report.evaluate import parse_shape
+
+    shape: dict[str, int] = {}
+    for text in args.shape:
+        shape.update(parse_shape(text))
+    return shape
+
+
+def _at_shape(rep: Any, shape: dict[str, int]) -> Any:
+    return rep.evaluate(**shape) if shape else rep
+
+
+def _written(path: str, what: str) -> None:
+    print(f"wrote {path} ({what})", file=sys.stderr)
+
+
+def _diff(args: argparse.Namespace, shape: dict[str, int]) -> int:
+    from ..report import page
+    from ..report.diff import diff
+
+    if args.source:
+        raise InvalidInputError("give either SOURCE or --diff A B, not both")
+    if args.timeline:
+        raise InvalidInputError("--timeline writes one plan: give SOURCE instead of --diff A B (or use --html)")
+    a, b = args.diff
+    ra, rb = _at_shape(report_of(a, args), shape), _at_shape(report_of(b, b_args(args)), shape)
+    label_b = b + "".join(f" {flag} {_b_value(args, flag)}" for flag in _b_given(args))
+    result = diff(ra, rb, a, label_b)
+    if args.html:
+        with open(args.html, "w") as f:
+            f.write(page.document(f"jitflow inspect --diff {a} {label_b}",
+                                  ra.plans("a: ") + rb.plans("b: "), str(result)))
+        _written(args.html, "both memory plans, on one scale")
+    print(result.to_json() if args.json else result)
+    return EXIT_NO if result.changed else EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    shape = _shape(args)
+    if not args.diff and _b_given(args):
+        raise InvalidInputError(f"{', '.join(_b_given(args))} apply to B of --diff A B")
+    if args.diff:
+        return _diff(args, shape)
     if not args.source:
         raise InvalidInputError("jitflow inspect needs a SOURCE (FILE.py:NAME, a .so, a cache key) or --diff A B")
-    from ..report.text import render
+    from ..report.report import render
 
-    rep = report_of(args.source, args)
+    rep = _at_shape(report_of(args.source, args), shape)
+    if args.timeline or args.html:
+        if args.timeline:
+            rep.timeline(args.timeline)
+            _written(args.timeline, "Chrome trace events: open in https://ui.perfetto.dev or chrome://tracing")
+        if args.html:
+            rep.html(args.html)
+            _written(args.html, "the memory plan drawn")
+        return EXIT_OK
     if args.section:
         print(section(rep, args.section, args.json))
     else:

@@ -61,42 +61,6 @@ def _sections(data: bytes | memoryview) -> list[tuple[int, ...]]:
     return [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
 
 
-def symbol_bytes(data: bytes | memoryview, name: str, length_prefixed: bool = True) -> bytes | None:
-    """The bytes a defined symbol points at in a 64-bit little-endian ELF image, or None without it.
-
-    With `length_prefixed`, the symbol's data starts with a u64 length of what follows (as TVM's
-    library blob does) and exactly that many bytes after it are returned with the prefix; else
-    st_size bytes. Reads the section and symbol tables directly (microseconds, where a general ELF
-    library takes milliseconds and tens of milliseconds to import); malformed input raises
-    LibraryFormatError.
-    """
-    try:
-        sections = _sections(data)
-        wanted = name.encode()
-        for kind in (_SHT_DYNSYM, _SHT_SYMTAB):
-            for _name, sh_type, _fl, _addr, offset, size, link, _info, _align, entsize in sections:
-                if sh_type != kind or not entsize:
-                    continue
-                strtab = sections[link]
-                for i in range(size // entsize):
-                    st_name, _st_info, _other, shndx, value, st_size = struct.unpack_from(
-                        "<IBBHQQ", data, offset + i * entsize)
-                    start = strtab[4] + st_name
-                    if shndx == _SHN_UNDEF or bytes(data[start:start + len(wanted) + 1]) != wanted + b"\0":
-                        continue
-                    owner = sections[shndx]
-                    at = owner[4] + value - owner[3]
-                    if length_prefixed:
-                        total, = struct.unpack_from("<Q", data, at)
-                        st_size = 8 + total
-                    if at < 0 or at + st_size > len(data):
-                        raise LibraryFormatError(f"the symbol {name} lies outside the file (truncated?)")
-                    return bytes(data[at:at + st_size])
-        return None
-    except (struct.error, IndexError) as exc:
-        raise LibraryFormatError(f"the ELF tables are malformed: {exc}") from None
-
-
 def symbol_names(data: bytes) -> tuple[set[str], set[str]]:
     """(defined, undefined) names in a 64-bit little-endian ELF file's .symtab, read directly (a
     linker's question about an object, answered without a general ELF library's import time)."""

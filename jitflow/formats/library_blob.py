@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import LibraryFormatError
 
 SYMBOL = "__tvm_ffi__library_bin"
+#: the kind of the module that holds a Relax VM executable (its bytecode and constants)
+VM_KIND = "relax.VMExecutable"
 _DTYPE_CODES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat", 5: "complex", 6: "bool"}
 _MAX_COUNT = 1 << 24
 
@@ -59,8 +61,11 @@ class _Reader:
         except UnicodeDecodeError:
             raise LibraryFormatError(f"{self.what}: a name is not valid UTF-8") from None
 
+    def left(self) -> int:
+        return len(self.data) - self.pos
+
     def done(self) -> bool:
-        return self.pos == len(self.data)
+        return self.left() == 0
 
 
 def _u64(n: int) -> bytes:
@@ -106,19 +111,30 @@ def parse(data: bytes) -> LibraryBlob:
             raise LibraryFormatError(f"library blob: says {total} bytes, has {len(data) - 8}")
         r = _Reader(bytes(data[:8 + total]), "library blob")
         r.u64()
+    row_ptr, child, layout = _layout(r)
+    modules = [BlobModule(kind, None if kind == "_lib" else r.data[start:start + n]) for kind, start, n in layout]
+    return LibraryBlob(row_ptr, child, modules)
+
+
+def _layout(r: _Reader) -> tuple[list[int], list[int], list[tuple[str, int, int]]]:
+    """The import tree and (kind, payload offset, payload length) of each module, payloads skipped."""
     row_ptr = [r.u64() for _ in range(r.count())]
     child = [r.u64() for _ in range(r.count())]
     n_modules = max(len(row_ptr) - 1, 0)
     if not row_ptr or row_ptr[0] != 0 or any(b < a for a, b in zip(row_ptr, row_ptr[1:])) \
             or row_ptr[-1] != len(child) or any(c >= n_modules for c in child):
         raise LibraryFormatError("library blob: the import tree is inconsistent")
-    modules = []
+    layout = []
     for _ in range(n_modules):
         kind = r.text()
-        modules.append(BlobModule(kind, None if kind == "_lib" else r.string()))
+        if kind == "_lib":
+            layout.append((kind, 0, 0))
+        else:
+            n = r.u64()
+            layout.append((kind, r.skip(n), n))
     if not r.done():
-        raise LibraryFormatError(f"library blob: {len(r.data) - r.pos} bytes left over after the modules")
-    return LibraryBlob(row_ptr, child, modules)
+        raise LibraryFormatError(f"library blob: {r.left()} bytes left over after the modules")
+    return row_ptr, child, layout
 
 
 def serialize(blob: LibraryBlob) -> bytes:
@@ -203,19 +219,87 @@ def blob_of(source: str | os.PathLike | Any) -> bytes | None:
     """The imports blob of a library file, or None when it has none (a CPU-only library).
 
     `source` is a path, or an open file holder with an `fd` (a runtime LibraryFile): then it is
-    read through that descriptor, not its name. Malformed files raise LibraryFormatError."""
-    import mmap
-
-    from .elf import symbol_bytes
+    read through that descriptor, not its name. Only what the ELF headers point to is read.
+    Malformed files raise LibraryFormatError."""
+    from .elf_file import ElfFile
 
     def from_fd(fd: int) -> bytes | None:
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-            return symbol_bytes(data, SYMBOL)
+        elf = ElfFile(fd)
+        found = elf.symbol(SYMBOL)
+        if found is None:
+            return None
+        at, total = _blob_range(elf, found[0])
+        return elf.read(at, 8 + total, cap=elf.size)
 
+    return _through_fd(source, from_fd)
+
+
+class _FileReader(_Reader):
+    """A _Reader over `length` bytes of a file at `base` (an ElfFile's bounded reads), read as taken,
+    small pieces from a window read ahead (the import tree is many u64s)."""
+
+    _AHEAD = 1 << 16
+
+    def __init__(self, elf: Any, base: int, length: int, what: str) -> None:
+        super().__init__(b"", what)
+        self.elf, self.base, self.length = elf, base, length
+        self.window, self.window_at = b"", 0
+
+    def take(self, n: int) -> bytes:
+        start = self.skip(n)
+        if not self.window_at <= start <= start + n <= self.window_at + len(self.window):
+            if n > self._AHEAD:
+                return self.elf.read(self.base + start, n, cap=self.elf.size)
+            self.window_at = start
+            self.window = self.elf.read(self.base + start, min(self._AHEAD, self.length - start))
+        return self.window[start - self.window_at:start - self.window_at + n]
+
+    def skip(self, n: int) -> int:
+        if n < 0 or self.pos + n > self.length:
+            raise LibraryFormatError(f"{self.what}: truncated (needs {n} bytes at offset {self.pos}, "
+                                     f"has {self.length - self.pos})")
+        self.pos += n
+        return self.pos - n
+
+    def left(self) -> int:
+        return self.length - self.pos
+
+
+def _blob_range(elf: Any, at: int) -> tuple[int, int]:
+    """(offset, length after the u64 prefix) of the blob at `at`, inside what the headers describe."""
+    total = struct.unpack("<Q", elf.read(at, 8))[0]
+    if at + 8 + total > elf.extent():
+        raise LibraryFormatError(f"the symbol {SYMBOL} lies outside the library (truncated?)")
+    return at, total
+
+
+def payloads_of(source: str | os.PathLike | Any, kind: str) -> list[bytes] | None:
+    """The payloads of the blob's modules of `kind` in a library file (a path, or a holder of an open
+    `fd`), or None without a blob. Only those payloads are read: a model's weights (tens of
+    megabytes) are skipped, not read. Malformed files raise LibraryFormatError."""
+    from .elf_file import ElfFile
+
+    def from_fd(fd: int) -> list[bytes] | None:
+        elf = ElfFile(fd)
+        found = elf.symbol(SYMBOL)
+        if found is None:
+            return None
+        at, total = _blob_range(elf, found[0])
+        r = _FileReader(elf, at + 8, total, "library blob")
+        return [elf.read(at + 8 + start, n, cap=elf.size) for k, start, n in _layout(r)[2] if k == kind]
+
+    return _through_fd(source, from_fd)
+
+
+def _through_fd(source: str | os.PathLike | Any, read: Callable[[int], Any]) -> Any:
+    """read(fd) of a path opened here (without blocking on a FIFO) or of a holder's open `fd`."""
     try:
         if hasattr(source, "fd"):
-            return from_fd(source.fd)
-        with open(source, "rb") as f:
-            return from_fd(f.fileno())
-    except (OSError, ValueError) as exc:
+            return read(source.fd)
+        fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            return read(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
         raise LibraryFormatError(f"{os.fspath(source)} is not a readable ELF shared library: {exc}") from None

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LibraryFormatError
-from .library_blob import LibraryBlob, _Reader
+from .library_blob import VM_KIND, LibraryBlob, _Reader
 
-KIND = "relax.VMExecutable"
+KIND = VM_KIND
 VERSION = "0.14"
 _MAGIC_V1, _MAGIC_V2 = 0xD225DE2F4214151D, 0xD225DE2F4214151E
 _TENSOR_MAGIC = 0xDD5E40F096B4A13F
@@ -199,8 +199,7 @@ def _instructions(offsets: list[int], words: list[int]) -> list[Instruction]:
     return out
 
 
-def parse(data: bytes | memoryview) -> VMProgram:
-    """Decode the bytes of a "relax.VMExecutable" module (a memoryview is read without copying)."""
+def _start(data: bytes | memoryview) -> tuple[_Reader, int, str]:
     r = _Reader(data if isinstance(data, memoryview) else bytes(data), "VM executable")
     magic = r.u64()
     if magic not in (_MAGIC_V1, _MAGIC_V2):
@@ -208,6 +207,10 @@ def parse(data: bytes | memoryview) -> VMProgram:
     version = r.text()
     if version != VERSION:
         raise LibraryFormatError(f"VM executable: format version {version!r}, jitflow reads {VERSION!r}")
+    return r, magic, version
+
+
+def _functions(r: _Reader) -> list[Function]:
     functions = []
     for _ in range(r.count()):
         kind = _FUNC_KINDS.get(_i32(r), "unknown")
@@ -215,6 +218,18 @@ def parse(data: bytes | memoryview) -> VMProgram:
         start, end, num_args, _registers = _i64(r), _i64(r), _i64(r), _i64(r)
         params = tuple(r.text() for _ in range(r.count()))
         functions.append(Function(name, kind, start, end, num_args, params))
+    return functions
+
+
+def function_table(data: bytes | memoryview) -> list[Function]:
+    """The function table alone (it comes first: the constants are not read)."""
+    return _functions(_start(data)[0])
+
+
+def parse(data: bytes | memoryview) -> VMProgram:
+    """Decode the bytes of a "relax.VMExecutable" module (a memoryview is read without copying)."""
+    r, magic, version = _start(data)
+    functions = _functions(r)
     if magic == _MAGIC_V2:
         for _ in range(r.count()):
             _i64(r)

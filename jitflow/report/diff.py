@@ -1,17 +1,19 @@
 """What changed between two reports (two schedules, two pass configurations): kernels and their
-launches and resources, device allocations (count and bytes), copies, and for Relax models the
-memory of each call and of start-up (model_diff.py)."""
+launches and resources, device allocations (count and bytes), copies, for Relax models the memory
+plan of each call and of start-up (memory_plan_diff.py), and whether the libraries' bytes differ
+where the reports cannot show how (a library inspected without its IR)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import model_diff
-from .model import Allocation, Kernel, Report
+from . import memory_plan_diff
+from .report import Report
 from .text import dims, size_text
+from .types import Allocation, Kernel
 
-SCHEMA = "jitflow.inspect-diff/1"
+SCHEMA = "jitflow.inspect-diff/2"
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,21 @@ class ReportDiff:
     copy_count: tuple[int | None, int | None] = (None, None)
     model_changes: list[Change] = field(default_factory=list)
     model_per_call: tuple[Any, Any] = (None, None)      # each VM function's per-call totals, in a and in b
+    libraries: tuple[str, str] = ("", "")                # the libraries' sha256
+    unseen: str | None = None        # the libraries differ where the reports cannot show how: what is missing
     kernel_summaries: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
-    def changed(self) -> bool:
+    def shown(self) -> bool:
+        """Whether the reports show a difference (the libraries' bytes aside)."""
         return bool(self.kernels_added or self.kernels_removed or self.kernel_changes or self.allocations_added
                     or self.allocations_removed or self.allocation_changes
                     or self.allocation_count[0] != self.allocation_count[1]
                     or self.copy_count[0] != self.copy_count[1] or self.model_changes)
+
+    @property
+    def changed(self) -> bool:
+        return self.shown or self.libraries[0] != self.libraries[1]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +91,8 @@ class ReportDiff:
                             "changed": [vars(c) for c in self.allocation_changes]},
             "copies": {"count": list(self.copy_count)},
             "model": {"per_call": list(self.model_per_call), "changed": [vars(c) for c in self.model_changes]},
+            "libraries": {"sha256": list(self.libraries), "same": self.libraries[0] == self.libraries[1],
+                          "unseen": self.unseen},
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -103,10 +114,31 @@ class ReportDiff:
         lines.append(f"copies: {count(self.copy_count)}")
         if self.model_changes:
             lines.append("model memory:")
-            lines += [f"  ~ {c.what}: {c.a} -> {c.b}" for c in self.model_changes]
-        if not self.changed:
+            lines += [_change(c) for c in self.model_changes]
+        if self.unseen:
+            lines.append(self.unseen)
+        elif not self.changed:
             lines.append("no difference in kernels, launches, allocations, copies or model memory")
         return "\n".join(lines)
+
+
+def _change(c: Change) -> str:
+    if c.a == memory_plan_diff.ABSENT:
+        return f"  + {c.what}: {c.b}"
+    if c.b == memory_plan_diff.ABSENT:
+        return f"  - {c.what}: {c.a}"
+    return f"  ~ {c.what}: {c.a} -> {c.b}"
+
+
+def _unseen(a: Report, b: Report) -> str:
+    """What a comparison of two libraries with different bytes cannot see, and how to see it."""
+    head = f"the libraries differ (sha256 {a.library.sha256[:12]} -> {b.library.sha256[:12]})"
+    if a.host_c is None or b.host_c is None:
+        return (f"{head} in what this comparison cannot see without their IR: the host code (launch dimensions, "
+                "workspace allocations, copies), spills and the CUDA source; compare the modules (FILE.py:NAME) "
+                "or their cache entries (jitflow inspect KEY) to see it")
+    return (f"{head} in code the report does not list (the host C or the device code); compare "
+            "`--section host` or `--section cuda` of each")
 
 
 def diff(a: Report, b: Report, a_label: str = "a", b_label: str = "b") -> ReportDiff:
@@ -136,6 +168,9 @@ def diff(a: Report, b: Report, a_label: str = "a", b_label: str = "b") -> Report
             if va != vb:
                 out.allocation_changes.append(Change(f"{k[0]} {k[1]} {what}", va, vb))
     out.copy_count = (None if a.copies is None else len(a.copies), None if b.copies is None else len(b.copies))
-    out.model_changes = [Change(*c) for c in model_diff.model_changes(a.model, b.model)]
-    out.model_per_call = (model_diff.per_call(a.model), model_diff.per_call(b.model))
+    out.model_changes = [Change(*c) for c in memory_plan_diff.model_changes(a.model, b.model)]
+    out.model_per_call = (memory_plan_diff.per_call(a.model), memory_plan_diff.per_call(b.model))
+    out.libraries = (a.library.sha256, b.library.sha256)
+    if out.libraries[0] != out.libraries[1] and not out.shown:
+        out.unseen = _unseen(a, b)
     return out

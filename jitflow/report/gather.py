@@ -8,19 +8,21 @@ host symbols, CPU and glibc) and says what it cannot know.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..cache.entry import Entry, library_problem, sha256_file, target_of
 from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
-from ..formats import cubin, elf, fatbin, library_blob, ptxas_log
+from ..formats import c_expr
+from ..formats import cubin, elf, fatbin, library_blob, memory_facts, ptxas_log
 from ..formats.library_blob import KernelInfo
-from ..runtime import compat
+from ..runtime import compat, library_check
 from ..target import arch_number, normalize_arch
 from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
-from . import device_text, host_code, model_view
-from .model import Compatibility, FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts, Report
+from . import device_text, host_code, memory_plan_gather
+from .report import Report
+from .types import Compatibility, FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts
 
 _GLOBAL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\((\d+)[^)]*\)\s+)?(\w+)\s*\(([^)]*)\)\s*\{")
 _NO_HOST = ("launch dimensions, device allocations and copies: decided by the host code compiled into the "
@@ -226,6 +228,15 @@ def _compatibility(devices: list[_Device], floor: str | None) -> Compatibility |
                          text(max(needs) if needs else None), floor)
 
 
+def _with_peaks(host: host_code.HostCode, facts: memory_facts.MemoryFacts | None, kind: str | None) -> None:
+    """Workspace sizes from the build's IR (where it recorded them) and each host function's peak
+    on the target's device."""
+    host.allocations = memory_plan_gather.with_ir_sizes(host.allocations, facts)
+    peaks = memory_plan_gather.host_peaks(host.functions, host.allocations, facts)
+    device = "cuda" if kind == "cuda" else "cpu"
+    host.functions = [replace(f, peak=peaks[f.name].get(device, c_expr.constant(0))) for f in host.functions]
+
+
 def _floor_of(meta: dict[str, Any]) -> str | None:
     return ((meta.get("key_inputs") or {}).get("options") or {}).get("cuda_floor")
 
@@ -244,18 +255,20 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
         dev.source = source or dev.source
     host_c = entry.read_source(entry.host_c)
     target = target_of(meta)
+    facts = memory_facts.read(folder / memory_facts.FILE, library)
     host = host_code.analyze(host_c, [k for d in devices for k in d.kernels]) if host_c is not None else None
     if host is None:
         unknown.append("host C: not kept in this build folder; launches, allocations and copies are unknown")
     else:
         notes.extend(host.problems)
+        _with_peaks(host, facts, (target or {}).get("kind"))
     kernels = _kernels(devices, host.launches if host else [], notes)
     for k in kernels:
         if host is not None and not k.launches:
             notes.append(f"{k.name}: never launched by the host code")
     cuda = [d.source for d in devices if d.source is not None]
     ptx, sass = _ptx(devices, target, unknown), _sass(devices, unknown)
-    model = model_view.from_library(library, (target or {}).get("kind"), host, host_c)
+    model = memory_plan_gather.from_library(library, (target or {}).get("kind"), host, host_c, facts)
     if model is not None and host is None:
         unknown.append(_NO_HOST_MODEL)
     return Report(
@@ -288,7 +301,7 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
     if as_entry.library == library and as_entry.meta_path.is_file() and as_entry.sources.is_dir():
         return inspect_entry(library.parent)
     unknown = [_NO_HOST]
-    notes: list[str] = []
+    notes = [library_check.digest_note(library)]   # first: a file far longer than its headers is refused
     devices = _devices(library, unknown)
     kernels = _kernels(devices, [], notes)
     if devices:
@@ -302,7 +315,7 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
         if d.fmt != "fatbin":
             notes.append(f"device module {d.index} holds {d.fmt!r}, not a fatbin")
     ptx, sass = _ptx(devices, None, unknown), _sass(devices, unknown)
-    model = model_view.from_library(library)
+    model = memory_plan_gather.from_library(library, facts=memory_facts.read_library(library))
     if model is not None:
         unknown.append(_NO_HOST_MODEL)
     return Report(origin="library", library=facts, key=key, kernels=tuple(kernels), model=model,

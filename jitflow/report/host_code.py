@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..formats.library_blob import KernelInfo
-from . import c_expr
-from .c_expr import Expr
-from .model import Allocation, Copy, HostFunction, Launch
+from ..formats.vm_walk import DEVICE_TYPES
+from ..formats import c_expr
+from ..formats.c_expr import Expr
+from .types import Allocation, Copy, HostFunction, Launch
 
 _FUNC = re.compile(r"^(?!if\b|for\b|while\b|else\b|switch\b|return\b)[A-Za-z_][\w\s\*]*?\b(\w+)\s*\([^;]*\)\s*\{\s*$")
 _DECL = re.compile(r"^\s*(?:const\s+)?(?:[A-Za-z_]\w*\s*\**\s+)?\**(\w+)\s*=(?!=)\s*(.+?);\s*$")
@@ -32,8 +33,6 @@ _FREE = re.compile(r"\bTVMBackendFreeWorkspace\(\s*(\d+)\s*,[^,]+,\s*(\w+)\s*\)"
 _ALLOC = "TVMBackendAllocWorkspace("
 _DEVICE_COPY = "TVMDeviceCopyDataFromTo("
 
-DEVICE_TYPES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm",
-                13: "cuda_managed"}
 _DTYPE_CODES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat"}
 _COPY_DIRECTIONS = {"tensorcopyfrombytes": "host->device", "tensorcopytobytes": "device->host"}
 RUNTIME_DIRECTION = "decided by the tensors' devices at run time"

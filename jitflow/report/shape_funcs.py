@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from . import c_expr
-from .model import HostFunction
+from ..formats import c_expr
+from .types import HostFunction
 
 _DATA_POINTER = re.compile(r"^\s*int64_t\*\s*(\w+)\s*=\s*.*\b(\w+)_handle\)\[0\]\.data\)+;\s*$")
 _WRITE = re.compile(r"^\s*(\w+)\[(\d+)\]\s*=\s*(.+?);\s*$")

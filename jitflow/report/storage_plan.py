@@ -15,7 +15,8 @@ from typing import Any
 from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import library_blob, vm_program
 from ..formats.vm_program import TensorConstant, VMProgram
-from . import vm_bytecode
+from ..text_format import byte_size
+from ..formats import vm_walk
 
 
 @dataclass(frozen=True)
@@ -94,26 +95,23 @@ class StoragePlan:
 
 
 def _size(n: int | None) -> str:
-    if n is None:
-        return "? B"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
+    return "? B" if n is None else byte_size(n)
 
 
-def _function_plan(program: VMProgram, name: str) -> list[Storage]:
-    walk = vm_bytecode.walk(program, name, ("device",))
+def _function_plan(name: str, walk: vm_walk.FunctionWalk) -> list[Storage]:
     return [Storage(name, i, b.size.value if b.size is not None else None, b.dtype, b.scope, b.device_index,
                     tuple(PlacedTensor(None if t.dims is None else tuple(d.value if d is not None else None
                                                                          for d in t.dims), t.dtype, t.offset)
                           for t in b.tensors), b.holds_output)
-            for i, b in enumerate(walk.blocks)]
+            for i, b in enumerate(walk.storages)]
 
 
 def plan(program: VMProgram) -> StoragePlan:
-    """The storage plan of a decoded VM executable."""
-    storages = [s for f in program.functions if f.kind == "vm" for s in _function_plan(program, f.name)]
+    """The storage plan of a decoded VM executable (a CUDA graph's alloc and capture functions are
+    part of the function that calls them, as a call runs them)."""
+    walks = {f.name: vm_walk.walk(program, f.name, ("device",)) for f in program.functions if f.kind == "vm"}
+    folded = {name for w in walks.values() for name in w.folded}
+    storages = [s for name, w in walks.items() if name not in folded for s in _function_plan(name, w)]
     weights = sum(c.nbytes for c in program.constants if isinstance(c, TensorConstant))
     return StoragePlan(storages, weights)
 

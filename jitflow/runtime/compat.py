@@ -118,15 +118,11 @@ def device_code_of_fatbins(fatbins: list[bytes]) -> DeviceCode:
 
 def device_code(path: str | os.PathLike) -> DeviceCode | None:
     """The device code of a library's CUDA modules, or None where it has no fatbin to read."""
-    raw = library_blob.blob_of(path)
-    if raw is None:
-        return None
     fatbins = []
-    for module in library_blob.parse(raw).modules:
-        if module.kind == "cuda":
-            payload = library_blob.parse_cuda_payload(module.payload or b"")
-            if payload.fmt == "fatbin":
-                fatbins.append(payload.data)
+    for raw in library_blob.payloads_of(path, "cuda") or []:   # the CUDA modules alone: weights are not read
+        payload = library_blob.parse_cuda_payload(raw)
+        if payload.fmt == "fatbin":
+            fatbins.append(payload.data)
     return device_code_of_fatbins(fatbins) if fatbins else None
 
 

@@ -1,24 +1,49 @@
 """Checks on a library file before the dynamic loader sees it.
 
-dlopen maps a file's segments and trusts its headers: a truncated library dies with SIGBUS on
-first touch of a page past the end, a library for another CPU fails with a misleading message,
-and any shared object "loads" as an empty TVM module. These checks read only the ELF headers and
-the dynamic string table (microseconds) and say which of those it is.
+dlopen maps a file's segments and trusts its headers: a flipped byte can crash the loader, a
+truncated library dies with SIGBUS on first touch of a page past the end, a library for another CPU
+fails with a misleading message, and any shared object "loads" as an empty TVM module. So first:
+
+- a library jitflow linked ends with a digest record (formats/library_digest.py): its sha256 is
+  checked (sizes first: the record must end where the ELF headers say the library ends), and a
+  changed byte anywhere is refused;
+- a library without a record (an older one, or TVM's own) has its ELF headers checked, and a file
+  much longer than its headers describe is refused rather than read;
+- then, for every library: the CPU it was built for, whether it is whole, whether it is a TVM library.
+
+Everything is read through formats/elf_file.py: positioned reads of what the headers point to, each
+bounded, never a map of the whole file, so nothing here can crash or hang on any input.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import platform
-import struct
+import stat
+from dataclasses import dataclass
+
+from ..errors import InvalidInputError, LibraryFormatError
+from ..formats import library_digest
+from ..formats.elf_file import ElfFile
+from ..formats.library_digest import DigestError
 
 #: ELF e_machine -> the architecture name jitflow's host triples use
 MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64", 22: "s390x", 243: "riscv64"}
 _HERE = {"amd64": "x86_64", "arm64": "aarch64"}
-_PT_LOAD, _PT_DYNAMIC = 1, 2
-_SHT_NOBITS = 8
-_DT_NULL, _DT_STRTAB, _DT_STRSZ = 0, 5, 10
 _TVM_SYMBOL_PREFIX = b"__tvm_ffi_"
+#: bytes a file may hold past what its ELF headers describe (linkers end the file with the headers)
+SLACK = 4096
+#: what an older library without a record is searched for (the record states it): a module of kind
+#: "cuda" in the blob (its u64 length, then the name), and the names of TVM's contrib functions
+_OLD_NEEDS = {"cuda": (4).to_bytes(8, "little") + b"cuda", "contrib": b"tvm.contrib."}
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks found: what the library needs of the TVM runtime, and its digest's state."""
+
+    needs: frozenset[str]
+    digest: str          # "verified", "not checked" (verified elsewhere, or not asked), "none"
 
 
 def this_machine() -> str:
@@ -26,78 +51,97 @@ def this_machine() -> str:
     return _HERE.get(machine, machine)
 
 
-def problem(fd: int) -> str | None:
-    """Why the open file `fd` cannot be loaded here as a TVM library, or None when it can."""
-    size = os.fstat(fd).st_size
-    if size < 64:
-        return f"not a shared library: the file has {size} bytes"
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-        return _problem(data, size)
+def check(fd: int, verify: bool = True) -> Checked:
+    """Check the open file `fd` as a TVM library for this machine (its digest too, with `verify`);
+    LibraryFormatError says why it cannot be loaded."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise LibraryFormatError("not a regular file")
+    try:
+        elf = ElfFile(fd, st.st_size)
+        record = library_digest.read(elf.read, elf.size)
+        state = _digest(fd, elf, record, verify)
+        _check_elf(elf)
+    except OSError as exc:
+        raise LibraryFormatError(f"cannot be read: {exc.strerror or exc}") from None
+    needs = record.needs if record is not None else _searched_needs(elf)
+    return Checked(needs, state)
 
 
-def _problem(data: mmap.mmap, size: int) -> str | None:
-    if data[:4] != b"\x7fELF":
-        return "not a shared library (no ELF header)"
-    if data[4] != 2 or data[5] != 1:
-        return "not a 64-bit little-endian ELF library"
-    e_type, e_machine = struct.unpack_from("<HH", data, 16)
-    machine = MACHINES.get(e_machine, f"ELF machine {e_machine}")
+def digest_text(fd: int) -> str:
+    """What the digest of the library open at `fd` says, in words (for `jitflow inspect`);
+    LibraryFormatError for a file that is not a library as a linker writes one."""
+    elf = ElfFile(fd)
+    try:
+        record = library_digest.read(elf.read, elf.size)
+        state = _digest(fd, elf, record, verify=True)
+    except DigestError as exc:
+        return f"digest: does not hold: {exc}"
+    if record is None or state == "none":
+        return "digest: none (built before libraries carried one, or by TVM: only its headers are checked)"
+    return f"digest: holds (sha256 {record.digest.hex()[:16]}... of its {elf.size - library_digest.DIGEST_SIZE} bytes)"
+
+
+def digest_note(path: str | os.PathLike) -> str:
+    """digest_text of the library at `path`; InvalidInputError, naming it, for a file that is not one."""
+    from .library_file import LibraryFile
+
+    with LibraryFile.open(path) as library:
+        try:
+            return digest_text(library.fd)
+        except LibraryFormatError as exc:
+            raise InvalidInputError(f"{path}: {exc}") from None
+
+
+def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify: bool) -> str:
+    """Check the sizes against the record (or its absence) and, with `verify`, the sha256."""
+    if record is None:
+        extent = elf.extent()
+        if elf.size > extent + SLACK:
+            raise LibraryFormatError(f"the file has {elf.size} bytes and its ELF headers describe {extent}: it is "
+                                     "not a library as a linker writes one; build or copy it again")
+        if elf.has_section(library_digest.SECTION):
+            raise DigestError("its digest record is missing (the library says it ends with one): it was "
+                              "truncated or damaged; build or copy it again")
+        return "none"
+    try:
+        extent = elf.extent()
+    except LibraryFormatError:
+        extent = -1
+    if not extent <= record.covered <= extent + SLACK:
+        raise DigestError("it changed since it was built: its ELF headers no longer match its digest record; "
+                          "build or copy it again")
+    if not verify:
+        return "not checked"
+    if not library_digest.matches(fd, record):
+        raise DigestError("it changed since it was built: its bytes do not match the sha256 it carries; "
+                          "build or copy it again")
+    return "verified"
+
+
+def _check_elf(elf: ElfFile) -> None:
+    machine = MACHINES.get(elf.machine, f"ELF machine {elf.machine}")
     if machine != this_machine():
-        return (f"built for {machine}-linux-gnu, and this machine is {this_machine()}: load it on a machine "
-                "of that architecture (jitflow inspect shows what a library needs)")
-    if e_type != 3:
-        return f"not a shared library (ELF type {e_type})"
-    phoff, shoff = struct.unpack_from("<QQ", data, 32)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
-    needed = max(phoff + phnum * phentsize, shoff + shnum * shentsize if shoff else 0)
-    if needed > size:
-        return _truncated(needed, size)
-    loads: list[tuple[int, int, int]] = []
-    dynamic: tuple[int, int] | None = None
-    for i in range(phnum):
-        p_type, _flags, offset, vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
-        if p_type in (_PT_LOAD, _PT_DYNAMIC) and offset + filesz > size:
-            return _truncated(offset + filesz, size)
-        if p_type == _PT_LOAD:
-            loads.append((vaddr, offset, filesz))
-        elif p_type == _PT_DYNAMIC:
-            dynamic = (offset, filesz)
-    for i in range(shnum if shoff else 0):
-        sh_type, = struct.unpack_from("<I", data, shoff + i * shentsize + 4)
-        offset, length = struct.unpack_from("<QQ", data, shoff + i * shentsize + 24)
-        if sh_type != _SHT_NOBITS and offset + length > size:
-            return _truncated(offset + length, size)
-    if dynamic is None or not _exports_tvm_symbols(data, dynamic, loads):
-        return ("not a TVM library: it exports no __tvm_ffi_ symbols (build it with jitflow or "
-                "tvm's export_library)")
-    return None
+        raise LibraryFormatError(f"built for {machine}-linux-gnu, and this machine is {this_machine()}: load it on "
+                                 "a machine of that architecture (jitflow inspect shows what a library needs)")
+    if elf.type != 3:
+        raise LibraryFormatError(f"not a shared library (ELF type {elf.type})")
+    elf.extent()                # every segment and section inside the file, or Truncated
+    strings = elf.dynamic_strings()
+    if strings is None or _TVM_SYMBOL_PREFIX not in strings:
+        raise LibraryFormatError("not a TVM library: it exports no __tvm_ffi_ symbols (build it with jitflow or "
+                                 "tvm's export_library)")
 
 
-def _truncated(needed: int, size: int) -> str:
-    return f"truncated: its headers need {needed} bytes and the file has {size}; build or copy it again"
-
-
-def _file_offset(vaddr: int, loads: list[tuple[int, int, int]]) -> int | None:
-    for start, offset, filesz in loads:
-        if start <= vaddr < start + filesz:
-            return offset + vaddr - start
-    return None
-
-
-def _exports_tvm_symbols(data: mmap.mmap, dynamic: tuple[int, int], loads: list[tuple[int, int, int]]) -> bool:
-    offset, length = dynamic
-    strtab = strsz = None
-    for at in range(offset, offset + length - 15, 16):
-        tag, value = struct.unpack_from("<qQ", data, at)
-        if tag == _DT_NULL:
-            break
-        if tag == _DT_STRTAB:
-            strtab = value
-        elif tag == _DT_STRSZ:
-            strsz = value
-    if strtab is None or strsz is None:
-        return False
-    start = _file_offset(strtab, loads)
-    if start is None or start + strsz > len(data):
-        return False
-    return data.find(_TVM_SYMBOL_PREFIX, start, start + strsz) >= 0
+def _searched_needs(elf: ElfFile) -> frozenset[str]:
+    """What a library without a record needs, by one pass over the bytes its headers describe."""
+    found: set[str] = set()
+    end = elf.extent()
+    overlap = max(len(m) for m in _OLD_NEEDS.values()) - 1
+    at, tail = 0, b""
+    while at < end and len(found) < len(_OLD_NEEDS):
+        chunk = elf.read(at, min(_CHUNK, end - at), cap=_CHUNK)
+        window = tail + chunk
+        found |= {need for need, marker in _OLD_NEEDS.items() if marker in window}
+        tail, at = window[-overlap:], at + len(chunk)
+    return frozenset(found)

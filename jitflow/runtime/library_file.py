@@ -1,47 +1,40 @@
 """A library file held open, so that what was checked is what gets loaded.
 
 Checking a path and then loading the path leaves a window in which the name can be pointed at
-another file. Here every check (the cache's sha256, the ELF checks before dlopen) reads through
-one open file, and the loader opens that same file through /proc/self/fd: renaming, replacing or
-deleting the name afterwards changes nothing.
+another file. Here every check (the cache's sha256, the checks before dlopen) reads through one open
+file, and the loader opens that same file through /proc/self/fd: renaming, replacing or deleting the
+name afterwards changes nothing. No folder is involved (none that another user could swap).
 """
 from __future__ import annotations
 
-import atexit
+import errno
 import itertools
 import os
-import secrets
 import shutil
-import tempfile
+import stat
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
 
 _PROC_FD = "/proc/self/fd"
-_serial = itertools.count()
-_links: list[str] = []
-_links_lock = threading.Lock()
+_serial = itertools.count(1)
+_serial_lock = threading.Lock()
 
 
-def _link_folder() -> str:
-    """This process's private folder for loader links, in the temporary folder (removed at exit).
+def unique_fd_path(fd: int, serial: int) -> str:
+    """/proc/self/fd/<fd>, spelled differently for every `serial` (a path the loader has never seen).
 
-    Made with os.mkdir under a random name rather than tempfile.mkdtemp, whose first call probes
-    the temporary folder by writing files (a third of a millisecond on a cache hit)."""
-    with _links_lock:
-        if not _links or not os.path.isdir(_links[0]):
-            base = os.environ.get("TMPDIR") or tempfile.tempdir or "/tmp"
-            while True:
-                folder = os.path.join(base, f"jitflow-load-{os.getpid()}-{secrets.token_hex(6)}")
-                try:
-                    os.mkdir(folder, 0o700)
-                    break
-                except FileExistsError:
-                    continue
-            _links[:] = [folder]
-            atexit.register(shutil.rmtree, folder, True)
-        return _links[0]
+    The dynamic loader hands back the library it loaded before under the same name, and descriptor
+    numbers are reused, so the name must be new to the process: "./" and ".//" (one component each,
+    both the folder itself) spell the serial's binary digits between the folder and the number.
+    """
+    digits = bin(serial)[2:]
+    return _PROC_FD + "/" + "".join(".//" if d == "1" else "./" for d in digits) + str(fd)
+
+
+class NotRegularFile(OSError):
+    """The path names a FIFO, a device, a socket or a folder: nothing to load, and nothing to wait on."""
 
 
 class LibraryFile:
@@ -53,8 +46,16 @@ class LibraryFile:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> LibraryFile:
-        """Open `path` for reading (OSError when it cannot be)."""
-        return cls(os.open(path, os.O_RDONLY | os.O_CLOEXEC), path)
+        """Open `path` for reading without blocking (a FIFO would wait for a writer): OSError when it
+        cannot be opened, NotRegularFile when it is not a regular file."""
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+            raise NotRegularFile(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        return cls(fd, path)
 
     @property
     def size(self) -> int:
@@ -62,21 +63,13 @@ class LibraryFile:
 
     @contextmanager
     def loader_path(self) -> Iterator[str]:
-        """A path, new to this process, that the dynamic loader resolves to this very file.
-
-        dlopen returns an already loaded library when the name matches one it loaded before, and
-        descriptor numbers are reused: so the name is a link with a unique name, in a private
-        folder of this process, to /proc/self/fd/<fd>. The link goes away after the block.
-        """
+        """A path, new to this process, that the dynamic loader resolves to this very file."""
         if not os.path.isdir(_PROC_FD):
             yield str(self.path)  # no /proc: the cache's folder checks are what protects the path
             return
-        link = os.path.join(_link_folder(), f"{next(_serial)}-{self.path.name}")
-        os.symlink(f"{_PROC_FD}/{self.fd}", link)
-        try:
-            yield link
-        finally:
-            os.unlink(link)
+        with _serial_lock:
+            serial = next(_serial)
+        yield unique_fd_path(self.fd, serial)
 
     def stream(self) -> IO[bytes]:
         """The file's bytes from the start, through a duplicate of the descriptor."""

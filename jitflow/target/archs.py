@@ -5,7 +5,8 @@ spellings are read as the same arch, everywhere an arch is taken (arch=, a targe
 --arch, rep.ptx[...]) and so give the same cache key: any case (SM_90), the bare number (90,
 "90") or capability ("9.0"), and compute_90. A build holds SASS for every arch and PTX for the
 lowest, so compute_90 (a virtual arch, PTX only) gets the sm_90 library, which is a superset of
-it. Anything else (sm90, hopper, sm_9O) is a TargetError that shows the form.
+it. Anything else (sm90, hopper, sm_9O) is a TargetError that shows the form. Whether the installed
+compiler builds an arch is its own list's business (toolchain/cuda.py: check_archs, before a build).
 """
 from __future__ import annotations
 
@@ -30,8 +31,6 @@ def normalize_arch(arch: Any) -> str:
         raise TargetError(
             f"invalid CUDA arch {arch!r}: expected the form sm_XY such as 'sm_80', 'sm_90' or 'sm_90a'"
             + (" (is there a letter O where a zero belongs?)" if "o" in text[3:] else ""))
-    if int(_ARCH_RE.match(text).group(1)) < 50:
-        raise TargetError(f"CUDA arch {arch!r} is older than sm_50, which current CUDA compilers do not support")
     return text
 
 

@@ -6,11 +6,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TargetError
+from ..logs import warn_once
 from . import hosts
 from .archs import normalize_arch, normalize_archs, visible_gpu_arch
 from .hosts import DEFAULT_HOST, machine_host
 
 SUPPORTED_KINDS = ("cuda", "c")
+#: kinds read as another: TVM's CPU target is built as the C host (jitflow compiles host code as C)
+_READ_AS = {"llvm": "c"}
+_KINDS_TEXT = "cuda, c (llvm is built as c)"
+#: the target compile() builds for when none is given and no tvm.target.Target is entered
+DEFAULT_TARGET = "cuda"
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,24 @@ class TargetSpec:
                           sort_keys=True)
 
 
+def chosen(target: Any) -> Any:
+    """The target a build is for: the one given, else the tvm.target.Target the caller has entered
+    (`with tvm.target.Target(...)`, as tvm.compile takes it), else DEFAULT_TARGET."""
+    if target is not None:
+        return target
+    import tvm
+
+    return tvm.target.Target.current(allow_none=True) or DEFAULT_TARGET
+
+
+def _known_kind(kind: Any, shown: Any) -> str:
+    """A target kind in jitflow's spelling (any case); TargetError for one jitflow does not build."""
+    name = kind.strip().lower() if isinstance(kind, str) else kind
+    if name not in SUPPORTED_KINDS and name not in _READ_AS:
+        raise TargetError(f"unsupported target {shown!r}; supported: {_KINDS_TEXT}")
+    return name
+
+
 def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
     """(TVM target config as a plain dict, whether the user named an arch in it)."""
     if isinstance(target, str):
@@ -60,26 +84,28 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
                 return _config_of(json.loads(text))
             except json.JSONDecodeError as exc:
                 raise TargetError(f"target {target!r} is not valid JSON: {exc}") from None
-        kind = text.split()[0]
-        if kind not in SUPPORTED_KINDS:
-            raise TargetError(f"unsupported target {target!r}; supported: {', '.join(SUPPORTED_KINDS)}")
-        if text == kind:
+        kind = _known_kind(text.split()[0], target)
+        if text.split()[0] == text:
             return {"kind": kind}, False
-        return _config_of(_parse_tvm_target(text))
+        return _config_of(_parse_tvm_target(kind + text[len(text.split()[0]):]))
     if isinstance(target, dict):
         config = {k: v for k, v in target.items() if k != "host"}
-        kind = config.get("kind")
-        if kind not in SUPPORTED_KINDS:
-            raise TargetError(f"unsupported target kind {kind!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        config["kind"] = _known_kind(config.get("kind"), config.get("kind"))
         return config, "arch" in config
     if type(target).__name__ == "Target" and hasattr(target, "export"):
         config = _plain(target.export())
         config.pop("host", None)
-        if config.get("kind") not in SUPPORTED_KINDS:
-            raise TargetError(
-                f"unsupported target kind {config.get('kind')!r}; supported: {', '.join(SUPPORTED_KINDS)}")
+        config["kind"] = _known_kind(config.get("kind"), config.get("kind"))
         return config, "arch" in config
     raise TargetError(f"target must be a string, a dict or a tvm.target.Target, not {type(target).__name__}")
+
+
+def _as_c_host(config: dict[str, Any]) -> str | None:
+    """An llvm (CPU) target read as the C host, said once; the triple it names (its mtriple), if any."""
+    warn_once("llvm target", "jitflow: target %r is built as the C host 'c': jitflow compiles TVM's host code as "
+              "C with zig, without LLVM (its CPU options such as -mcpu are not used; -mtriple chooses the host). "
+              "Pass 'c' to say so", config.get("kind"))
+    return hosts.from_tvm(config)
 
 
 def _parse_tvm_target(text: str):
@@ -123,12 +149,15 @@ def _named_host(target: Any) -> str | None:
 def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> TargetSpec:
     """Validate target + arch (+ host) and return the TargetSpec; raises TargetError with the fix.
 
-    host: a triple from SUPPORTED_HOSTS; default the target's own host (an llvm host's mtriple),
-    else the machine running this process.
+    target: None means the entered tvm.target.Target, else DEFAULT_TARGET (chosen()); "llvm" is
+    read as the C host "c", with one warning. host: a triple from SUPPORTED_HOSTS; default the
+    target's own host (an llvm host's or llvm target's mtriple), else the machine running this process.
     """
+    target = chosen(target)
     config, named_arch = _config_of(target)
-    host = hosts.resolve(host, _named_host(target))
-    kind = config["kind"]
+    own_host = _as_c_host(config) if config["kind"] in _READ_AS else None
+    host = hosts.resolve(host, _named_host(target) or own_host)
+    kind = _READ_AS.get(config["kind"], config["kind"])
     if kind == "c":
         if arch is not None:
             raise TargetError("arch= applies to the 'cuda' target only; the 'c' target has no CUDA arch")

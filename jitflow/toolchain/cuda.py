@@ -6,25 +6,29 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..target.archs import is_portable, portable_archs
+from ..errors import TargetError
+from ..target.archs import arch_number, is_portable, portable_archs
 from ..target.cuda_floor import CudaVersion
 from . import ptx_floor
+from .cuda_flags import CudaFlags
 
 
 def compile_fatbin(source_path: Path, archs: Sequence[str], compiler: str, options: Sequence[str] = (),
                    on_arch: Callable[[str, float], None] | None = None,
-                   floor: CudaVersion | None = None, text: str | None = None) -> tuple[bytes, str]:
+                   floor: CudaVersion | None = None, text: str | None = None,
+                   flags: CudaFlags = CudaFlags()) -> tuple[bytes, str]:
     """Fatbin with SASS for every arch and PTX for the lowest, plus the compiler's log.
 
     floor: the fatbin's PTX is brought to an ISA the driver of that CUDA version JIT-compiles, and
     the PTX ISA is then read back from the fatbin itself and checked. text (NVRTC only): compile
-    this instead of the file's source (a piece of it, see builder/device_compile.py).
+    this instead of the file's source (a piece of it, see builder/device_compile.py). flags: the
+    defines and ptxas flags to start from (cuda_flags.for_build: TVM's CUDA variables applied).
     """
     if compiler == "nvcc":
         from . import nvcc
 
         start = time.perf_counter()
-        data, log = nvcc.compile_fatbin(source_path, archs, options)
+        data, log = nvcc.compile_fatbin(source_path, archs, options, flags)
         if floor is not None:
             data = ptx_floor.fatbin_to_floor(data, floor, source_path)
         if on_arch:
@@ -33,7 +37,7 @@ def compile_fatbin(source_path: Path, archs: Sequence[str], compiler: str, optio
         from . import nvrtc
 
         source = source_path.read_text() if text is None else text
-        data, log = nvrtc.compile_fatbin(source, archs, options, source_path, on_arch, floor)
+        data, log = nvrtc.compile_fatbin(source, archs, options, source_path, on_arch, floor, flags)
     if floor is not None:
         found = ptx_floor.check_fatbin(data, floor, source_path)
         log += "".join(f"\n== PTX {arch}: ISA {isa} (CUDA floor {floor}) ==" for arch, isa in found)
@@ -86,3 +90,20 @@ def supported_archs(compiler: str) -> tuple[str, ...]:
     from . import nvrtc
 
     return nvrtc.supported_archs()
+
+
+def check_archs(archs: Sequence[str], compiler: str) -> None:
+    """Refuse, before anything is built, an arch the device compiler does not build (sm_70 with
+    NVRTC 13, which starts at sm_75): a TargetError naming the compiler and the archs it builds.
+    An arch-specific variant (sm_90a) goes with its arch."""
+    supported = supported_archs(compiler)
+    numbers = {arch_number(a) for a in supported if re.fullmatch(r"sm_\d+", a)}
+    missing = [a for a in archs if arch_number(a) not in numbers]
+    if not missing:
+        return
+    name = "nvcc" if compiler == "nvcc" else "NVRTC"
+    oldest = min(supported, key=arch_number) if supported else "none"
+    raise TargetError(f"CUDA arch {', '.join(missing)} is not built by the installed {name} "
+                      f"{compiler_version(compiler)}: it builds {', '.join(supported) or 'no arch'} (the oldest is "
+                      f"{oldest}); choose among those, or install a device compiler that builds "
+                      f"{'them' if len(missing) > 1 else 'it'}")

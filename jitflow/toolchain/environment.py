@@ -20,11 +20,15 @@ changes the NVVM IR. Those that only tune speed or locking (NVRTC_DISABLE_PCH, N
 NVRTC_INTERNAL_GLOBAL_LOCK, NVRTC_DISABLE_CONCURRENT_NVVM, LIBNVVM_DISABLE_CONCURRENT_API,
 CUDA_CACHE_DISABLE, MAKEFLAGS) were checked to leave the bytes alone and are not keyed.
 With line information (-lineinfo, -G) NVRTC also records the working folder: it is keyed then.
+
+TVM's own CUDA variables (TVM_CUDA_PTXAS_REG_LEVEL, TVM_CUDA_PTXAS_EXTRA_OPTS, and per compiler
+TVM_CUDA_NVRTC_EXTRA_OPTS or TVM_CUDA_NVCC_NO_FAST_MATH) are applied to the compilers' flags
+(cuda_flags.py) and keyed when they change them: compiler_inputs.
 """
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 #: the only variables a compiler subprocess inherits (none of them changes what it writes)
 PASSED = ("PATH", "TMPDIR")
@@ -52,4 +56,14 @@ def nvrtc_inputs(device_options: Sequence[str] = ()) -> dict[str, str]:
     found = {name: os.environ[name] for name in NVRTC_KEYED if name in os.environ}
     if any(opt in _LINE_INFO for opt in device_options):
         found["cwd"] = os.getcwd()
+    return found
+
+
+def compiler_inputs(compiler: str, device_options: Sequence[str], tvm_cuda: Any) -> dict[str, str]:
+    """What of the environment reaches the device compiler's output: for NVRTC, nvrtc_inputs; for
+    both, the TVM_CUDA_* settings that change its flags (tvm_cuda: config.TvmCudaSettings)."""
+    from .cuda_flags import applied
+
+    found = nvrtc_inputs(device_options) if compiler == "nvrtc" else {}
+    found.update(applied(tvm_cuda, compiler))
     return found

@@ -1,25 +1,34 @@
 """Objects -> a shared library with zig, against the stub C libraries and builtins of host_libs.py
-(TVM's own symbols resolve when the runtime loads the library)."""
+(TVM's own symbols resolve when the runtime loads the library), ended by its digest record
+(formats/library_digest.py)."""
 from __future__ import annotations
 
 import logging
+import struct
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
+from ..formats import elf_object, library_digest
 from . import host_libs, zig
 
 log = logging.getLogger("jitflow")
 
 
 def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
-                show: Callable[[str], None] | None = None, data: Sequence[Path] = ()) -> None:
+                show: Callable[[str], None] | None = None, data: Sequence[Path] = (),
+                needs: Iterable[str] = ()) -> None:
     """Link objects (and assembly files) into `out`; `data` are more objects that hold data only.
+    The library ends with its digest record, which states `needs` (what
+    of the TVM runtime it needs beyond the core: "cuda", "contrib").
 
     Without zig's libc and compiler runtime unless the code objects need a builtin that host_libs does
     not provide; then zig's compiler runtime is linked too (built once per zig cache folder: `show`
     is told, for the progress line).
     """
     cwd = out.parent
+    marker = cwd / "digest-marker.o"      # the section saying that the library ends with a digest record
+    elf_object.write(struct.pack("<I", library_digest.VERSION), marker, host, library_digest.SECTION, symbol=None)
+    data = [*data, marker]
     provided, missing = host_libs.needed_builtins(p for p in inputs if p.suffix == ".o")
     archive = [str(host_libs.builtins_archive(host, zig_cache))] if provided else []
     if missing:
@@ -30,3 +39,5 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
              [*[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive],
              ["-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)]], out.name, host, cwd,
              zig_cache, local_cache)
+    marker.unlink(missing_ok=True)
+    library_digest.seal(out, {"needs": sorted(set(needs))})

@@ -10,7 +10,7 @@ from typing import Sequence
 from ..config import cuda_toolkit_homes
 from ..errors import CompileError, ToolMissingError
 from . import environment
-from .cuda_flags import DEFINES, PTXAS
+from .cuda_flags import CudaFlags
 
 
 @lru_cache(maxsize=1)
@@ -47,7 +47,8 @@ def _host_compiler() -> str:
     return f"{gcc} {out.stdout.strip() or 'unknown'}"
 
 
-def compile_fatbin(source_path: Path, archs: Sequence[str], options: Sequence[str] = ()) -> tuple[bytes, str]:
+def compile_fatbin(source_path: Path, archs: Sequence[str], options: Sequence[str] = (),
+                   flags: CudaFlags = CudaFlags()) -> tuple[bytes, str]:
     """Compile the kept source to a fatbin (SASS per arch, PTX for the lowest): (fatbin, log)."""
     out = source_path.with_suffix(".fatbin")
     cmd = [find_nvcc(), "-fatbin", "-std=c++17", "--expt-relaxed-constexpr"]
@@ -55,7 +56,7 @@ def compile_fatbin(source_path: Path, archs: Sequence[str], options: Sequence[st
         num = arch[len("sm_"):]
         code = f"[sm_{num},compute_{num}]" if i == 0 else f"sm_{num}"
         cmd += ["-gencode", f"arch=compute_{num},code={code}"]
-    cmd += DEFINES + [f"--ptxas-options={','.join(PTXAS)}", *options, "-o", str(out), str(source_path)]
+    cmd += [*flags.defines, f"--ptxas-options={','.join(flags.ptxas)}", *options, "-o", str(out), str(source_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=environment.for_compiler())
     log = proc.stdout + proc.stderr
     if proc.returncode != 0 or not out.is_file():

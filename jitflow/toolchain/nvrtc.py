@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 from ..errors import CompileError, ToolMissingError
 from ..target.cuda_floor import CudaVersion
 from . import cccl_shim, dist_info, fatbin_build, ptx_floor
-from .cuda_flags import DEFINES, PTXAS
+from .cuda_flags import CudaFlags
 
 log = logging.getLogger("jitflow")
 INSTALL_HINT = "install the CUDA extra: pip install 'jitflow[cuda]' (NVRTC, nvfatbin and CCCL wheels)"
@@ -61,7 +61,7 @@ def _check(result, what: str, log_text: str = "", source: Path | None = None) ->
 
 
 def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Path | None,
-                 use_shim: bool | None = None):
+                 use_shim: bool | None = None, flags: CudaFlags = CudaFlags()):
     """One NVRTC compile for one arch: (cubin, ptx, log)."""
     nvrtc, _ = _bindings()
     if use_shim is None:
@@ -75,8 +75,8 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
         includes = [f"-I{d}" for d in include_dirs()]
     else:                          # the CUDA (not CCCL) folder, for a self-contained header it may read
         includes = [f"-I{include_dirs()[-1]}"] if cccl_shim.needs_wheel_headers(source) else []
-    opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128", *DEFINES,
-            *[f"--ptxas-options={p}" for p in PTXAS], *includes, *options]
+    opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128", *flags.defines,
+            *[f"--ptxas-options={p}" for p in flags.ptxas], *flags.extra, *includes, *options]
     try:
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
@@ -96,6 +96,7 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+@lru_cache(maxsize=1)
 def supported_archs() -> tuple[str, ...]:
     """The SASS archs this NVRTC compiles for ('sm_75', 'sm_80', ...)."""
     nvrtc, _ = _bindings()
@@ -115,7 +116,7 @@ def cuda_version() -> CudaVersion:
 def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (),
                    source_path: Path | None = None,
                    on_arch: Callable[[str, float], None] | None = None,
-                   floor: CudaVersion | None = None) -> tuple[bytes, str]:
+                   floor: CudaVersion | None = None, flags: CudaFlags = CudaFlags()) -> tuple[bytes, str]:
     """Compile `source` to a fatbin with SASS for each arch and PTX for the lowest: (fatbin, log).
 
     The archs compile side by side (NVRTC releases the GIL while it compiles); `on_arch` hears of each
@@ -125,7 +126,7 @@ def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (
     start = time.perf_counter()
 
     def one(arch: str):
-        result = _compile_one(source, arch, options, source_path)
+        result = _compile_one(source, arch, options, source_path, flags=flags)
         if on_arch:
             on_arch(arch, time.perf_counter() - start)
         return result

@@ -4,10 +4,10 @@ the static report. CUPTI is read in cupti_source.py only; the rest works on plai
 
 Public: trace() (also jitflow.trace), Trace, and the result types.
 """
-from .events import CopyEvent, KernelEvent, MemoryEvent, MemsetEvent, Window
+from .events import CopyEvent, KernelEvent, KernelLaunch, MemoryEvent, MemsetEvent, Window
 from .match import Agreement, CallCheck
 from .session import Trace, trace
-from .summary import Amount, KernelLaunch, KernelTotal, Segment
+from .summary import Amount, KernelTotal, Segment
 
 __all__ = ["Agreement", "Amount", "CallCheck", "CopyEvent", "KernelEvent", "KernelLaunch", "KernelTotal",
            "MemoryEvent", "MemsetEvent", "Segment", "Trace", "Window", "trace"]

@@ -5,7 +5,8 @@ package): it turns on the activity records a trace needs and turns each record i
 Records used (cupti-python 13): MEMORY2 (memory_operation_type, memory_kind, bytes, address,
 timestamp), MEMCPY (copy_kind, bytes, start, end), MEMSET (bytes, value, start, end) and
 CONCURRENT_KERNEL (name, grid_x/y/z, block_x/y/z, dynamic_shared_memory, static_shared_memory,
-registers_per_thread, start, end). Times are CUPTI's nanosecond clock (cupti.get_timestamp()).
+registers_per_thread, start, end, graph_id: nonzero for a kernel a CUDA graph launched). Times are
+CUPTI's nanosecond clock (cupti.get_timestamp()).
 """
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def to_event(record: Any, names: Names) -> Event | None:
                            (_int(record, "grid_x"), _int(record, "grid_y"), _int(record, "grid_z")),
                            (_int(record, "block_x"), _int(record, "block_y"), _int(record, "block_z")),
                            _int(record, "dynamic_shared_memory"), _int(record, "static_shared_memory"),
-                           _int(record, "registers_per_thread"), _int(record, "start"), _int(record, "end"))
+                           _int(record, "registers_per_thread"), _int(record, "start"), _int(record, "end"),
+                           _int(record, "graph_id"))
     return None
 
 

@@ -52,7 +52,8 @@ class MemsetEvent(_OnTheGpu):
 
 @dataclass(frozen=True)
 class KernelEvent(_OnTheGpu):
-    """A kernel launch as it ran: its name, grid, block, shared memory, registers and times."""
+    """A kernel launch as it ran: its name, grid, block, shared memory, registers and times (the one
+    type for a launch: a trace's events and each part's launches; KernelLaunch is the same type)."""
 
     name: str
     grid: tuple[int, int, int]
@@ -62,6 +63,30 @@ class KernelEvent(_OnTheGpu):
     registers: int
     start: int
     end: int
+    graph_id: int = 0       # the CUDA graph that launched it (0: launched directly)
+
+    @property
+    def kernel(self) -> str:
+        return self.name
+
+    @property
+    def time_ns(self) -> int:
+        return self.duration
+
+    @property
+    def replayed(self) -> bool:
+        """Whether a CUDA graph launched it (a captured kernel replayed)."""
+        return self.graph_id != 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The launch as a part of a trace lists it (event_json() gives every field)."""
+        return {"kernel": self.name, "grid": list(self.grid), "block": list(self.block),
+                "dynamic_shared_memory": self.dynamic_shared_memory, "registers": self.registers,
+                "time_ns": self.time_ns, "replayed": self.replayed}
+
+
+#: A kernel launch in a part of a trace (a call, the start-up): the same type as the event.
+KernelLaunch = KernelEvent
 
 
 Event = Union[MemoryEvent, CopyEvent, MemsetEvent, KernelEvent]

@@ -4,12 +4,12 @@ constants of a Relax model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from .summary import KernelLaunch, Segment, Split
-
-if TYPE_CHECKING:
-    from ..report.model import Launch, Report
+from ..report.report import Report
+from ..report.types import Launch
+from .events import KernelLaunch
+from .summary import Segment, Split
 
 
 @dataclass(frozen=True)
@@ -21,10 +21,11 @@ class CallCheck:
     missing: tuple[str, ...]             # in the report, not launched
     extra: tuple[str, ...]               # launched, not in the report's launches of this function
     dims: tuple[str, ...]                # grid or block that differ from the report's constants
+    replayed: tuple[str, ...] = ()       # kernels the report and the trace see launched differently (CUDA graph)
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.extra or self.dims)
+        return not (self.missing or self.extra or self.dims or self.replayed)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class Agreement:
             for c in self.calls:
                 if not c.ok:
                     parts = ([f"missing {', '.join(c.missing)}"] if c.missing else []) + \
-                            ([f"not in the report {', '.join(c.extra)}"] if c.extra else []) + list(c.dims)
+                            ([f"not in the report {', '.join(c.extra)}"] if c.extra else []) + list(c.dims) + \
+                            list(c.replayed)
                     out.append(f"kernels: {c.label} differs from the report: {'; '.join(parts)}")
         if self.unknown_kernels:
             out.append(f"kernels not in the report at all: {', '.join(self.unknown_kernels)}")
@@ -78,7 +80,8 @@ class Agreement:
         return {"function": self.function, "ok": self.ok,
                 "expected": None if self.expected is None else list(self.expected),
                 "calls": [{"label": c.label, "ok": c.ok, "launched": list(c.launched), "missing": list(c.missing),
-                           "extra": list(c.extra), "dims": list(c.dims)} for c in self.calls],
+                           "extra": list(c.extra), "dims": list(c.dims), "replayed": list(c.replayed)}
+                          for c in self.calls],
                 "upload": {"expected": self.upload_expected, "measured": self.upload_measured, "ok": self.upload_ok},
                 "unknown_kernels": list(self.unknown_kernels)}
 
@@ -92,7 +95,7 @@ def expected_launches(report: Report, function: str) -> tuple[Launch, ...] | Non
     return tuple(x for x in report.launches if x.function == function)
 
 
-def _remove(names: list[str], items: Sequence[str]) -> list[str]:
+def _remove(names: list[Any], items: Sequence[Any]) -> list[Any]:
     rest = list(names)
     for name in items:
         if name in rest:
@@ -112,11 +115,22 @@ def _dims(expected: Sequence[Launch], launched: Sequence[KernelLaunch]) -> list[
     return out
 
 
+def _replayed(expected: Sequence[Launch], launched: Sequence[KernelLaunch]) -> list[str]:
+    """Kernels the report says a captured CUDA graph replays and the trace saw launched directly, or
+    the other way round (checked where the trace saw any graph launch: CUPTI names the graph)."""
+    if not any(x.replayed for x in launched):
+        return []
+    want = sorted((x.kernel, x.replayed) for x in expected)
+    seen = sorted((x.kernel, x.replayed) for x in launched)
+    word = {True: "replayed from a CUDA graph", False: "launched directly"}
+    return [f"{name} {word[r]} in the report, not in the trace" for name, r in _remove(want, seen)]
+
+
 def check_call(call: Segment, expected: Sequence[Launch]) -> CallCheck:
     names = [x.kernel for x in expected]
     launched = call.kernels
     return CallCheck(call.label, tuple(launched), tuple(_remove(names, launched)), tuple(_remove(launched, names)),
-                     tuple(_dims(expected, call.launches)))
+                     tuple(_dims(expected, call.launches)), tuple(_replayed(expected, call.launches)))
 
 
 def compare(report: Report, split: Split, function: str, startup_traced: bool) -> Agreement:

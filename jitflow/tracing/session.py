@@ -15,6 +15,8 @@ import json
 from typing import Any, Callable
 
 from ..errors import InvalidInputError
+from ..formats import chrome_trace
+from . import text, timeline
 from .events import Event, Window, event_json
 from .match import Agreement, compare
 from .summary import KernelTotal, Segment, Split, kernel_totals, split
@@ -103,9 +105,9 @@ class Trace:
         return kernel_totals(self._done.total)
 
     def __str__(self) -> str:
-        from .text import render
-
-        return render(self)
+        known = {k.name for k in self.report.kernels} if self.report is not None else None
+        return text.render(self._done, self.kernels, self.agreement,
+                           self.function if self.report is not None else None, known)
 
     def to_dict(self, events: bool = False) -> dict[str, Any]:
         """JSON-ready form (see docs/inspect.md); events=True adds every event."""
@@ -120,6 +122,17 @@ class Trace:
         if events:
             out["events"] = [event_json(e) for e in self.events]
         return out
+
+    def timeline(self, path: str | None = None) -> dict[str, Any]:
+        """The trace as Chrome trace events with CUPTI's times (Perfetto, chrome://tracing): calls,
+        kernels, copies, each allocation's lifetime and the device bytes in use; written to `path`
+        if given."""
+        self._done                  # raises until the trace has finished
+        doc = timeline.document(self.events, self.windows, f"jitflow trace of {self.function}")
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(chrome_trace.dumps(doc))
+        return doc
 
     def to_json(self, events: bool = False, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(events), indent=indent, sort_keys=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .events import CopyEvent, Event, KernelEvent, MemoryEvent, MemsetEvent, Window
+from .events import CopyEvent, Event, KernelEvent, KernelLaunch, MemoryEvent, MemsetEvent, Window
 
 
 @dataclass(frozen=True)
@@ -24,23 +24,6 @@ class Amount:
 
 
 @dataclass(frozen=True)
-class KernelLaunch:
-    """One kernel launch as it ran."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    dynamic_shared_memory: int
-    registers: int
-    time_ns: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block),
-                "dynamic_shared_memory": self.dynamic_shared_memory, "registers": self.registers,
-                "time_ns": self.time_ns}
-
-
-@dataclass(frozen=True)
 class Segment:
     """What the driver did in one part of a trace (a call, the start-up, ...)."""
 
@@ -51,6 +34,8 @@ class Segment:
     copies: dict[str, Amount] = field(default_factory=dict)                # direction -> amount
     memsets: Amount = Amount()
     launches: tuple[KernelLaunch, ...] = ()
+    peak_in_use: int = 0        # the most device bytes allocated in this part and not yet released
+
 
     def copy(self, direction: str) -> Amount:
         """The copies in one direction ("host->device", "device->host", "device->device")."""
@@ -79,15 +64,17 @@ class Segment:
                 "allocations_by_kind": {k: v.to_json() for k, v in self.allocations_by_kind.items()},
                 "releases": self.releases.to_json(),
                 "copies": {k: v.to_json() for k, v in self.copies.items()}, "memsets": self.memsets.to_json(),
-                "launches": [x.to_json() for x in self.launches], "kernel_time_ns": self.kernel_time_ns}
+                "launches": [x.to_json() for x in self.launches], "kernel_time_ns": self.kernel_time_ns,
+                "peak_in_use": self.peak_in_use}
 
 
 def segment(label: str, events: Iterable[Event]) -> Segment:
     """Add up events into a Segment."""
+    events = list(events)
     allocations, releases, memsets = Amount(), Amount(), Amount()
     by_kind: dict[str, Amount] = {}
     copies: dict[str, Amount] = {}
-    launches: list[tuple[int, KernelLaunch]] = []
+    launches: list[KernelLaunch] = []
     for e in events:
         if isinstance(e, MemoryEvent):
             one = Amount(1, e.bytes)
@@ -101,10 +88,25 @@ def segment(label: str, events: Iterable[Event]) -> Segment:
         elif isinstance(e, MemsetEvent):
             memsets += Amount(1, e.bytes, e.duration)
         elif isinstance(e, KernelEvent):
-            launches.append((e.start, KernelLaunch(e.name, e.grid, e.block, e.dynamic_shared_memory, e.registers,
-                                                   e.duration)))
-    launches.sort(key=lambda item: item[0])
-    return Segment(label, allocations, releases, by_kind, copies, memsets, tuple(x for _, x in launches))
+            launches.append(e)
+    launches.sort(key=lambda x: x.start)
+    return Segment(label, allocations, releases, by_kind, copies, memsets, tuple(launches), peak_in_use(events))
+
+
+def peak_in_use(events: Iterable[Event], kind: str = "device") -> int:
+    """The most bytes of memory `kind` allocated by these events and not yet released, counted from
+    zero at the first of them (a release of memory allocated before counts as nothing)."""
+    live: dict[int, int] = {}
+    now = peak = 0
+    for e in sorted((e for e in events if isinstance(e, MemoryEvent) and e.memory_kind == kind),
+                    key=lambda e: (e.time, e.operation == "allocation")):
+        if e.operation == "allocation":
+            live[e.address] = live.get(e.address, 0) + e.bytes
+            now += e.bytes
+            peak = max(peak, now)
+        elif e.address in live:
+            now -= live.pop(e.address)
+    return peak
 
 
 @dataclass(frozen=True)

@@ -1,36 +1,24 @@
-"""The plain-text form of a Trace: one row per part (before the first call, each call, between,
-total), the kernels launched, and how the trace agrees with the report."""
+"""The plain-text form of a trace: one row per part (before the first call, each call, between,
+total), the kernels launched, and how the trace agrees with the report. It prints the parts it is
+given (session.py hands them over), in the sizes and columns of text_format."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Collection, Sequence
 
-from ..report.text import table
-from .summary import Amount, Segment
-
-if TYPE_CHECKING:
-    from .session import Trace
+from ..text_format import byte_size, duration_ns, table
+from .match import Agreement
+from .summary import Amount, KernelTotal, Segment, Split
 
 _DIRECTIONS = ("host->device", "device->host", "device->device")
-
-
-def nbytes(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
-def duration(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e3:.1f} us"
+POOLED = ("allocations are what the CUDA driver was asked for: TVM's pooled allocator (the VM's default) "
+          "keeps freed blocks for reuse, so a first call allocates and later calls usually do not")
 
 
 def amount(a: Amount, timed: bool = False) -> str:
     if not a.count:
         return "-"
-    text = f"{a.count}, {nbytes(a.bytes)}"
-    return text + (f", {duration(a.time_ns)}" if timed else "")
+    text = f"{a.count}, {byte_size(a.bytes)}"
+    return text + (f", {duration_ns(a.time_ns)}" if timed else "")
 
 
 def _row(seg: Segment, directions: list[str]) -> list[str]:
@@ -38,31 +26,31 @@ def _row(seg: Segment, directions: list[str]) -> list[str]:
     allocs = amount(seg.allocations) + (f" ({', '.join(kinds)})" if kinds else "")
     return ([seg.label, allocs, amount(seg.releases)] + [amount(seg.copy(d), True) for d in directions]
             + [amount(seg.memsets, True), str(len(seg.launches)) if seg.launches else "-",
-               duration(seg.kernel_time_ns) if seg.launches else "-"])
+               duration_ns(seg.kernel_time_ns) if seg.launches else "-"])
 
 
-def render(t: Trace) -> str:
-    total = t.total
+def render(parts: Split, kernels: Sequence[KernelTotal], agreement: Agreement | None, function: str | None,
+           known: Collection[str] | None) -> str:
+    """The trace as text: `function` is named when a report was given; `known` are the report's
+    kernels (None without a report)."""
+    total = parts.total
     directions = [d for d in _DIRECTIONS if d in total.copies] + \
         [d for d in total.copies if d not in _DIRECTIONS] or ["host->device"]
-    parts = [t.before] + list(t.calls) + ([t.between] if not t.between.empty else []) + [total]
-    lines = [f"jitflow trace: {len(t.calls)} call{'s' if len(t.calls) != 1 else ''}"
-             + (f" of {t.function}" if t.report is not None else "") + " (what the CUDA driver did)"]
+    rows = [parts.before] + list(parts.calls) + ([parts.between] if not parts.between.empty else []) + [total]
+    n = len(parts.calls)
+    lines = [f"jitflow trace: {n} call{'s' if n != 1 else ''}" + (f" of {function}" if function else "")
+             + " (what the CUDA driver did)"]
     lines += table(["", "allocations", "releases"] + [f"copies {d}" for d in directions]
-                   + ["memsets", "launches", "kernel time"], [_row(s, directions) for s in parts])
-    known = {k.name for k in t.report.kernels} if t.report is not None else None
-    if t.kernels:
+                   + ["memsets", "launches", "kernel time"], [_row(s, directions) for s in rows], indent="  ")
+    if kernels:
         lines += ["", "kernels:"]
-        rows = []
-        for k in t.kernels:
-            rows.append([k.name, str(k.launches), "/".join(str(g) for g in k.grids),
-                         "/".join(str(b) for b in k.blocks), duration(k.mean_ns)]
-                        + ([] if known is None else ["yes" if k.name in known else "no"]))
+        body = [[k.name, str(k.launches), "/".join(str(g) for g in k.grids), "/".join(str(b) for b in k.blocks),
+                 duration_ns(k.mean_ns)] + ([] if known is None else ["yes" if k.name in known else "no"])
+                for k in kernels]
         lines += table(["name", "launches", "grid", "block", "mean time"]
-                       + ([] if known is None else ["in the report"]), rows)
-    if t.agreement is not None:
-        verdict = "agrees with" if t.agreement.ok else "does not agree with"
-        lines += ["", f"the trace {verdict} the report:"] + [f"  - {x}" for x in t.agreement.lines()]
-    lines += ["", "allocations are what the CUDA driver was asked for: TVM's pooled allocator (the VM's default) "
-                  "keeps freed blocks for reuse, so a first call allocates and later calls usually do not"]
+                       + ([] if known is None else ["in the report"]), body, indent="  ")
+    if agreement is not None:
+        verdict = "agrees with" if agreement.ok else "does not agree with"
+        lines += ["", f"the trace {verdict} the report:"] + [f"  - {x}" for x in agreement.lines()]
+    lines += ["", POOLED]
     return "\n".join(lines)

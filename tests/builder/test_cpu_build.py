@@ -1,6 +1,8 @@
 """The CPU target end to end: numbers from the built library against numpy."""
 from __future__ import annotations
 
+import os
+
 import kernels
 import numpy as np
 import pytest
@@ -95,3 +97,32 @@ def test_float16_on_the_cpu(cache_dir):
     c = _tensor(np.zeros(256, "float16"))
     jitflow.compile(kernels.vecadd(256, "float16"), "c")["main"](_tensor(a), _tensor(b), c)
     np.testing.assert_allclose(c.numpy(), a + b, rtol=1e-3)
+
+
+def test_export_refuses_what_it_would_replace_and_replaces_a_link_not_its_target(cache_dir, tmp_path):
+    import socket
+    import stat
+
+    exe = jitflow.compile(kernels.axpb(6.0), "c")
+    fifo, folder, sock = tmp_path / "fifo", tmp_path / "folder", tmp_path / "sock"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sock))
+    places = {fifo: r"a FIFO \(named pipe\)", folder: "a directory", sock: "a socket"}
+    if os.getuid() == 0:               # a copy of /dev/null: a character device of our own
+        os.mknod(tmp_path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        places[tmp_path / "null"] = "a character device"
+    (tmp_path / "to-fifo").symlink_to(fifo)
+    places[tmp_path / "to-fifo"] = r"a FIFO \(named pipe\)"
+    for place, kind in places.items():
+        mode = os.lstat(place).st_mode
+        with pytest.raises(jitflow.errors.InvalidInputError, match=f"is {kind}; the library would replace it"):
+            exe.export_library(place)
+        assert os.lstat(place).st_mode == mode     # still what it was
+    # a link to a regular file is replaced itself, as cc -o does; the file it pointed to is untouched
+    (tmp_path / "old.so").write_bytes(b"old")
+    (tmp_path / "link.so").symlink_to(tmp_path / "old.so")
+    exe.export_library(tmp_path / "link.so")
+    assert not (tmp_path / "link.so").is_symlink() and (tmp_path / "link.so").read_bytes()[:4] == b"\x7fELF"
+    assert (tmp_path / "old.so").read_bytes() == b"old"

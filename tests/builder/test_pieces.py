@@ -57,7 +57,7 @@ def test_a_model_compiled_in_pieces_matches_numpy(tmp_path, monkeypatch):
     assert meta["functions"] == ["main"]
     assert said.said[0] == "lowering with TVM" and "linking" in said.said
     assert "compiling the host C in 3 pieces (3 done)" in said.said
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.so", "src"]     # no pieces or objects left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.so", "memory.json", "src"]   # no pieces or objects
     vm = jitflow.runtime.vm.virtual_machine(jitflow.runtime.load.load_library(tmp_path / "lib.so"))
     x = np.random.default_rng(1).standard_normal((2, DIMS[0])).astype("float32")
     y = vm["main"](tvm.runtime.tensor(x)).numpy()

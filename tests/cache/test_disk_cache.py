@@ -120,3 +120,32 @@ def test_in_process_memo_across_executables(cache_dir):
     y = tvm.runtime.tensor(np.zeros(64, "float32"))
     b["main"](x, y)
     np.testing.assert_allclose(y.numpy(), 13.0)
+
+
+#: meta.json that is valid JSON but not an entry's metadata: a field of the wrong type, or nested 100000 deep
+WRONG_META = [("created", "yesterday"), ("functions", 5), ("key_inputs", [1]), ("so_size", 1e400),
+              ("target", {"archs": [7]}), ("key_inputs", {"options": 5})]
+
+
+def test_metadata_of_the_wrong_shape_is_refused_and_never_fatal_to_others(cache_dir):
+    from jitflow.cache import admin
+    from jitflow.cache.disk import Cache
+
+    exe = jitflow.compile(kernels.axpb(14.0), "c")
+    exe.jit()
+    meta_path = _entry(cache_dir, exe.key) / "meta.json"
+    good, cache = json.loads(meta_path.read_text()), Cache(cache_dir)
+    assert cache.lookup(exe.key, exe._cache_key().inputs) is not None
+    bad = [json.dumps(dict(good, **{name: value})) for name, value in WRONG_META]
+    for text in [*bad, "[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000]:
+        meta_path.write_text(text)
+        assert cache.lookup(exe.key, exe._cache_key().inputs) is None, text[:60]
+        (listed,) = admin.entries(cache)        # listed, not fatal: marked unreadable with the reason
+        assert not listed.readable and listed.problem and listed.to_json()["problem"] == listed.problem
+    assert "nests deeper than 32 levels" in listed.problem
+    meta_path.write_text(bad[0])
+    assert admin.entries(cache)[0].problem.startswith("metadata field 'created' is not of its type")
+    # another key builds (its automatic prune lists every entry), then the bad entry is rebuilt
+    assert run_python(AXPB_RUN.format(scale=15.0)).stdout.split() == ["built"]
+    assert run_python(AXPB_RUN.format(scale=14.0)).stdout.split() == ["built"]
+    assert json.loads(meta_path.read_text())["created"] > 0

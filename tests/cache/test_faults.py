@@ -13,6 +13,7 @@ import subprocess
 import time
 
 import kernels
+import lock_holders
 import pytest
 from conftest import READS, run_python, start_python
 
@@ -36,12 +37,12 @@ CHECK = """
 
 
 def _lock_is_free(cache: Cache, key: str) -> bool:
-    from filelock import FileLock, Timeout
+    from jitflow.cache.key_lock import LockTimeout
 
     try:
-        with FileLock(str(cache.locks / f"{key}.lock"), timeout=0):
+        with cache.lock(key, timeout=0):
             return True
-    except Timeout:
+    except LockTimeout:
         return False
 
 
@@ -81,7 +82,8 @@ def test_sigkill_at_every_stage_leaves_no_partial_entry_and_no_held_lock(cache_d
         proc.wait()
         killed_at.append(stage)
         assert _entry_is_absent_or_whole(cache, key), f"partial entry after a kill at {stage}"
-        assert _lock_is_free(cache, key), f"lock still held after a kill at {stage}"
+        assert _lock_is_free(cache, key), (f"lock still held after a kill at {stage}: "
+                                           f"{lock_holders.describe(cache.locks / f'{key}.lock')}")
         exe = jitflow.compile(eval(make), "cuda", arch="sm_90") if cuda else jitflow.compile(eval(make), "c")
         assert exe.key == key
         exe.export_library(cache_dir.parent / f"after{rep}.so")   # the next build succeeds

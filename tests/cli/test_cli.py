@@ -156,7 +156,7 @@ def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):
 
 
 def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
-    from filelock import FileLock
+    from jitflow.cache.disk import Cache
 
     env, cache, (x86, arm) = scratch
     _age(cache, x86, 5 * 86400)
@@ -170,7 +170,7 @@ def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
     assert arm[:12] in lines[5] and re.search(r"published \d+ s ago: entries younger than 1 min are kept", lines[5])
     assert not entry_folder(cache, x86).exists() and entry_folder(cache, arm).is_dir()
     _age(cache, arm, 3600)
-    with FileLock(str(cache / "v1" / "locks" / f"{arm}.lock")):     # another process is rebuilding it
+    with Cache(cache).lock(arm):     # another process is rebuilding it
         d = json.loads(jf("cache", "prune", "--max-size", "0", "--json", env=env).stdout)
     assert d["removed"] == [] and [(e["key"], e["reason"]) for e in d["kept"]] == [(arm, "building")]
     assert jf("cache", "prune", env=env).stdout.startswith("nothing to remove: ")
@@ -244,3 +244,38 @@ def test_warm_for_an_unknown_host_is_a_clean_usage_error(host, says):
 def test_warm_for_an_alias_of_aarch64(built):
     out = jf("warm", "--host", "arm64-linux-gnu", env=built[0])
     assert out.returncode == 0 and out.stdout.startswith("warmed zig for aarch64-linux-gnu in ")
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--max-size", "9" * 401, "--max-size '999"), ("--older-than", "9" * 401 + "s", "--older-than '999")])
+def test_prune_with_a_huge_number_is_a_usage_error(built, option, value, says):
+    out = jf("cache", "prune", option, value, "--dry-run", env=built[0])
+    assert out.returncode == 2 and no_traceback(out), out.stderr
+    assert says in out.stderr and "is too large" in out.stderr
+
+
+def test_admin_commands_list_an_entry_with_wrong_typed_metadata_with_a_note(scratch):
+    env, cache, keys = scratch
+    meta_path = entry_folder(cache, keys[0]) / "meta.json"
+    meta_path.write_text(json.dumps(dict(json.loads(meta_path.read_text()), created="yesterday", functions=5)))
+    for args in (["ls"], ["ls", "--json"], ["info"], ["prune", "--dry-run"]):
+        out = jf("cache", *args, env=env)
+        assert out.returncode == 0 and no_traceback(out), (args, out.stderr)
+        assert f"note: entry {keys[0][:12]} is refused (metadata field 'created'" in out.stderr, args
+    (row,) = [e for e in json.loads(jf("cache", "ls", "--json", env=env).stdout)["entries"] if e["key"] == keys[0]]
+    assert not row["readable"] and "created" in row["problem"]
+
+
+@pytest.mark.parametrize("url, says", [
+    ("redis://jitflow:s3cret@127.0.0.1:99999/0", "a port that is not a number from 1 to 65535"),
+    ("redis://jitflow:s3cret@[zz::1/0", "a host that is not a valid address")])
+def test_doctor_and_cache_info_say_what_is_wrong_with_the_shared_tiers_url(built, url, says):
+    env = dict(built[0], JITFLOW_REMOTE_CACHE=url, JITFLOW_REMOTE_CACHE_KEY="k")
+    doctor = jf("doctor", "--cpu", env=env)
+    assert doctor.returncode == 0 and no_traceback(doctor), doctor.stderr
+    assert f"[--] JITFLOW_REMOTE_CACHE has {says}" in doctor.stdout and "s3cret" not in doctor.stdout
+    info = jf("cache", "info", env=env)
+    assert info.returncode == 0 and no_traceback(info), info.stderr
+    assert f"shared:    off: JITFLOW_REMOTE_CACHE has {says}" in info.stdout and "s3cret" not in info.stdout
+    shared = json.loads(jf("cache", "info", "--json", env=env).stdout)["shared"]
+    assert shared["url"] is None and says in shared["problem"]

@@ -149,3 +149,17 @@ def test_a_closed_pipe_is_not_a_traceback(setup):
     proc.stdout.close()           # the reader is gone before anything is written (as `| head` would be)
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 141 and err == ""
+
+
+def test_build_refuses_to_write_over_its_own_inputs(setup, tmp_path):
+    env = setup[0]
+    helper, model = tmp_path / "helper.py", tmp_path / "model.py"
+    helper.write_text("import kernels\n\ndef make():\n    return kernels.axpb(904.0)\n")
+    model.write_text("from helper import make\n")      # and the module it imports is an input too
+    os.link(model, tmp_path / "hard.py")
+    sources = {p: p.read_bytes() for p in (helper, model)}
+    for out in (model, tmp_path / "hard.py", helper):     # the file, another name of it, what it imports
+        proc = jf("build", f"{model}:make", "--target", "c", "-o", str(out), env=env)
+        assert proc.returncode == 2 and no_traceback(proc), proc.stderr
+        assert "an input of this build" in proc.stderr and "Give another output name" in proc.stderr
+    assert {p: p.read_bytes() for p in sources} == sources

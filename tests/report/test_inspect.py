@@ -202,7 +202,7 @@ def test_symbolic_shapes_give_size_and_grid_expressions():
 
 
 def test_c_expressions_read_like_c():
-    from jitflow.report import c_expr
+    from jitflow.formats import c_expr
 
     e = c_expr.parse("cse_v1", {"cse_v1": "((((int64_t)m) + (int64_t)127) / (int64_t)128)"})
     assert e.text == "(m + 127) / 128" and e.symbols == ("m",)

@@ -40,3 +40,55 @@ def _vecadd():
     import kernels
 
     return kernels.vecadd_cuda()
+
+
+def test_compile_takes_the_entered_target_and_the_spellings_tvm_users_type(caplog):
+    import logging
+
+    import kernels
+    import tvm
+
+    from jitflow import logs
+
+    cpu, gpu = kernels.axpb(5.0), kernels.vecadd_cuda()
+    with tvm.target.Target("c"):
+        assert jitflow.compile(cpu).target.kind == "c"             # not the default "cuda"
+    with tvm.target.Target({"kind": "cuda", "arch": "sm_86"}):
+        assert jitflow.compile(gpu).target.archs == ("sm_86",)
+        assert jitflow.compile(cpu, "c").target.kind == "c"        # an explicit target wins
+    assert jitflow.compile(gpu, arch="sm_90").target.kind == "cuda"
+    assert jitflow.compile(gpu, "CUDA", arch="sm_90").key == jitflow.compile(gpu, "cuda", arch="sm_90").key
+    assert jitflow.compile(gpu, {"kind": "CUDA", "arch": "SM_90"}).target.archs == ("sm_90",)
+    # TVM's CPU target: built as the C host (the same library and key as "c"), said once
+    logs.forget_warnings()
+    caplog.set_level(logging.WARNING, "jitflow")
+    c_key = jitflow.compile(cpu, "c").key
+    for spelling in ("llvm", "LLVM", {"kind": "llvm"}, tvm.target.Target("llvm")):
+        assert jitflow.compile(cpu, spelling).key == c_key
+    arm = jitflow.compile(cpu, {"kind": "llvm", "mtriple": "aarch64-linux-gnu"})
+    assert arm.target.host == "aarch64-linux-gnu" and arm.key == jitflow.compile(cpu, "c", host="aarch64-linux-gnu").key
+    said = [r.getMessage() for r in caplog.records if "built as the C host" in r.getMessage()]
+    assert len(said) == 1 and "Pass 'c'" in said[0]
+
+
+def test_a_pass_context_entered_around_jit_but_not_compile_is_said_once(cache_dir, caplog):
+    import logging
+
+    import kernels
+    import tvm
+
+    from jitflow import logs
+
+    logs.forget_warnings()
+    caplog.set_level(logging.WARNING, "jitflow")
+    late = lambda: [r for r in caplog.records if "entered around jit()" in r.getMessage()]   # noqa: E731
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_vectorize": True}):
+        same = jitflow.compile(kernels.axpb(6.0), "c")
+        same.jit()                                  # compiled and built in one context: nothing to say
+    assert late() == []
+    exe = jitflow.compile(kernels.axpb(7.0), "c")
+    with tvm.transform.PassContext(opt_level=1):
+        exe.jit()
+        jitflow.compile(kernels.axpb(8.0), "c", cache=False).export_library(cache_dir.parent / "x.so")
+    assert len(late()) == 1 and "Enter it around jitflow.compile()" in late()[0].getMessage()
+    assert exe.key == jitflow.compile(kernels.axpb(7.0), "c").key          # built without it

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import chrome_events
 import models
 import pytest
-from conftest import module_cache, run_python
+from conftest import cache_at, module_cache, run_python
 
 import jitflow
 from jitflow.errors import InvalidInputError, JitflowError
 from jitflow.tracing import CopyEvent, KernelEvent, MemoryEvent, MemsetEvent, Trace, Window
 from jitflow.tracing.cupti_source import Names, to_event
-from jitflow.tracing.summary import split
+from jitflow.tracing.summary import peak_in_use, split
 
 # record kinds and enum values as cupti-python 13.0.1 numbers them
 MEMCPY, MEMSET, KERNEL, MEMORY2 = 1, 2, 10, 49
@@ -233,3 +234,58 @@ def test_cupti_without_a_driver_is_a_clear_error():
     with pytest.raises(JitflowError, match="CUPTI could not start tracing"):
         with jitflow.trace():
             pass
+
+
+def test_a_kernel_record_says_whether_a_cuda_graph_launched_it():
+    record = kernel("k", (1, 1, 1), (32, 1, 1), 5, 9)
+    assert to_event(record, FALLBACK).replayed is False
+    record.graph_id = 7
+    event = to_event(record, FALLBACK)
+    assert event.graph_id == 7 and event.replayed and event.to_json()["replayed"] is True
+
+
+def test_bytes_in_use_and_the_timeline_of_a_trace(mlp_report):
+    events = [MemoryEvent("allocation", "device", 100, 1, 10), MemoryEvent("allocation", "device", 50, 2, 11),
+              MemoryEvent("release", "device", 100, 1, 12), MemoryEvent("allocation", "device", 70, 3, 13),
+              MemoryEvent("release", "device", 4096, 99, 14),              # allocated before: counts as nothing
+              MemoryEvent("allocation", "device_static", 999, 4, 15)]
+    assert peak_in_use(events) == 150 and split(events, [Window("call 1", 0, 20)]).calls[0].peak_in_use == 150
+    source = FakeSource()
+    with Trace(mlp_report, "main", source=source) as t:
+        t.call(lambda: source.emit(lambda c: MemoryEvent("allocation", "device", 512, 1, c),
+                                   lambda c: KernelEvent("fused_matmul_add_relu_kernel", (1, 1, 1), (8, 16, 1), 0, 0,
+                                                         40, c, c + 5),
+                                   lambda c: MemoryEvent("allocation", "device", 128, 2, c),
+                                   lambda c: MemoryEvent("release", "device", 512, 1, c)))
+    assert t.calls[0].peak_in_use == 640 and t.to_dict()["calls"][0]["peak_in_use"] == 640
+    events = chrome_events.check(t.timeline())
+    assert chrome_events.counter_max(events) == 640
+    assert [e["name"] for e in events if e["ph"] == "X"] == ["call 1", "fused_matmul_add_relu_kernel"]
+    assert sum(1 for e in events if e["ph"] == "b") == 2          # each allocation's lifetime, released or not
+
+
+def test_a_cuda_graph_trace_against_its_report(tmp_path_factory, zig_cache, shared_cache):
+    with cache_at(shared_cache, zig_cache):
+        report = jitflow.compile(models.convnet(), "cuda", arch="sm_90",
+                                 pass_config={"relax.backend.use_cuda_graph": True}).inspect()
+    launches = report.model.function("main").launches
+
+    def run(graph_ids):
+        source = FakeSource()
+
+        def one_call():
+            for x, graph in zip(launches, graph_ids):
+                dims = tuple(d.value for d in x.grid), tuple(d.value for d in x.block)
+                source.emit(lambda c, x=x, dims=dims, graph=graph: KernelEvent(x.kernel, *dims, 0, 0, 32, c, c + 2,
+                                                                               graph))
+        with Trace(report, "main", source=source) as t:
+            for _ in range(2):
+                t.call(one_call)
+        return t.agreement
+
+    replayed = [3 if x.replayed else 0 for x in launches]
+    assert sum(1 for g in replayed if g) == 1 and run(replayed).ok        # every call: direct and replayed
+    wrong = run([3 if not x.replayed else 0 for x in launches])
+    assert not wrong.ok and "max_pool2d_kernel replayed from a CUDA graph in the report, not in the trace" in \
+        " ".join(wrong.calls[0].replayed)
+    assert run([0] * len(launches)).ok         # a trace that names no graph is not checked for it

@@ -29,8 +29,12 @@ class RemoteBackend(ABC):
     """A store of named byte strings with an expiring lock; names look like 'v1:entry:<key>'.
 
     Methods raise RemoteCacheError (or anything else: the caller treats every exception as the
-    tier failing) and must give up within the timeout they were built with.
+    tier failing) and must give up within the timeout they were built with, for the whole request.
     """
+
+    #: the largest value a request may bring back (JITFLOW_REMOTE_CACHE_MAX_BYTES, set by
+    #: open_backend); a backend refuses a larger answer rather than holding it (None: no cap)
+    max_reply: int | None = None
 
     @classmethod
     def from_url(cls, url: str, timeout: float) -> RemoteBackend:
@@ -74,8 +78,9 @@ class RemoteBackend(ABC):
         """Drop connections (the backend is not used afterwards)."""
 
 
-def open_backend(url: str, timeout: float) -> RemoteBackend:
-    """The backend for a JITFLOW_REMOTE_CACHE value: a URL (redis://...) or module:Class."""
+def open_backend(url: str, timeout: float, max_reply: int | None = None) -> RemoteBackend:
+    """The backend for a JITFLOW_REMOTE_CACHE value: a URL (redis://...) or module:Class; its
+    requests give up after `timeout` seconds and refuse answers over `max_reply` bytes."""
     if "://" in url:
         scheme = url.split("://", 1)[0].lower()
         target = SCHEMES.get(scheme)
@@ -94,7 +99,9 @@ def open_backend(url: str, timeout: float) -> RemoteBackend:
         raise RemoteCacheError(f"cannot load the shared-tier backend {target}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, RemoteBackend)):
         raise RemoteCacheError(f"{target} is not a jitflow.cache.shared.RemoteBackend")
-    return cls.from_url(url, timeout)
+    backend = cls.from_url(url, timeout)
+    backend.max_reply = max_reply
+    return backend
 
 
 def _signing_check(settings: RemoteSettings) -> Check:
@@ -115,8 +122,11 @@ def check(settings: RemoteSettings | None = None) -> list[Check]:
     settings = settings or resolve_remote()
     if not settings.url:
         return [shared_check(True, "shared cache tier: not configured (JITFLOW_REMOTE_CACHE unset); local cache only")]
+    if settings.url_problem:
+        return [shared_check(False, settings.url_problem, "write JITFLOW_REMOTE_CACHE as "
+                             "redis://USER:PASSWORD@host:6379/0 (cache/README.md)"), _signing_check(settings)]
     try:
-        backend = open_backend(settings.url, settings.timeout)
+        backend = open_backend(settings.url, settings.timeout, settings.max_bytes)
     except RemoteCacheError as exc:
         return [shared_check(False, str(exc), "fix JITFLOW_REMOTE_CACHE, or install the backend "
                                        "(pip install 'jitflow[redis]')"), _signing_check(settings)]

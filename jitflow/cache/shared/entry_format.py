@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import RemoteEntryError
-from ..entry import FORMAT_VERSION, LIBRARY, SOURCES, Entry, library_problem
+from ...formats import bounded_json
+from ..entry import (FORMAT_VERSION, LIBRARY, META_MAX_BYTES, META_MAX_DEPTH, SOURCES, Entry, library_problem,
+                     meta_shape_problem)
 
 MAGIC = b"JFSE"
 MAC_SIZE = 32
 _UNSIGNED = bytes(MAC_SIZE)
 _SAFE_NAME = re.compile(rf"({re.escape(LIBRARY)}|{SOURCES}/[A-Za-z0-9_][A-Za-z0-9_.-]*)")
+#: a header is the entry's metadata plus a line per file: bounded like metadata, with room for the list
+HEADER_MAX_BYTES = 2 * META_MAX_BYTES
+HEADER_MAX_DEPTH = META_MAX_DEPTH + 2
 
 
 def _mac(secret: str, key: str, body: bytes) -> bytes:
@@ -60,16 +65,10 @@ def unpack(blob: bytes, key: str, secret: str | None) -> tuple[dict[str, Any], d
     if secret and not hmac.compare_digest(blob[len(MAGIC):start], _mac(secret, key, body)):
         raise RemoteEntryError("signature does not match (altered, or signed with another key)")
     (head_size,) = struct.unpack(">I", body[:4])
-    try:
-        header = json.loads(body[4:4 + head_size])
-        if header["key"] != key or header["format"] != FORMAT_VERSION or not isinstance(header["meta"], dict):
-            raise RemoteEntryError("entry is for another key or format")
-        listed = [(str(name), int(size), str(digest)) for name, size, digest in header["files"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise RemoteEntryError(f"unreadable header ({exc})") from None
+    header, listed = _header(body[4:4 + head_size], key)
     offset, files = 4 + head_size, {}
     for name, size, digest in listed:
-        if not _SAFE_NAME.fullmatch(name) or name in files or size < 0:
+        if not _SAFE_NAME.fullmatch(name) or name in files:
             raise RemoteEntryError(f"bad file name or size in the header: {name!r}")
         data = body[offset:offset + size]
         if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
@@ -82,3 +81,23 @@ def unpack(blob: bytes, key: str, secret: str | None) -> tuple[dict[str, Any], d
     if problem:
         raise RemoteEntryError(f"the library does not match the entry's metadata: {problem}")
     return header["meta"], files
+
+
+def _header(data: bytes, key: str) -> tuple[dict[str, Any], list[tuple[str, int, str]]]:
+    """The header and its file list [(name, size, sha256)], every field of its type (a size is a
+    whole number of bytes, not 1e400); parsed only within the size and nesting bounds."""
+    try:
+        header = bounded_json.loads(data, HEADER_MAX_BYTES, HEADER_MAX_DEPTH, "header")
+    except bounded_json.BadJSON as exc:
+        raise RemoteEntryError(f"unreadable header ({exc})") from None
+    if not isinstance(header, dict) or header.get("key") != key or header.get("format") != FORMAT_VERSION:
+        raise RemoteEntryError("entry is for another key or format")
+    problem = meta_shape_problem(header.get("meta"))
+    files = header.get("files")
+    if problem or not isinstance(files, list):
+        raise RemoteEntryError(f"unreadable header ({problem or 'no file list'})")
+    for item in files:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+                and type(item[1]) is int and item[1] >= 0 and isinstance(item[2], str)):
+            raise RemoteEntryError(f"unreadable header (bad file line {json.dumps(item)[:60]})")
+    return header, [(name, size, digest) for name, size, digest in files]

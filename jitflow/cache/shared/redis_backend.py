@@ -13,8 +13,11 @@ from urllib.parse import urlsplit
 from ...checks import Check
 from ...errors import RemoteCacheError
 from .backend import RemoteBackend, shared_check
+from .bounded_socket import BoundedSocket, limits
 
 PREFIX = "jitflow:"
+#: room for the protocol around the largest value (its length line, the handshake's answers)
+_REPLY_SLACK = 64 << 10
 
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
@@ -28,6 +31,13 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+
+def _bounded_connection(connection: Any) -> None:
+    """Called by the client on each new connection: its socket keeps to each request's limits,
+    from the handshake (AUTH, SELECT) on."""
+    connection._sock = BoundedSocket(connection._sock)
+    connection.on_connect()
 
 
 def _redacted(url: str) -> str:
@@ -57,7 +67,7 @@ class RedisBackend(RemoteBackend):
         try:
             self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                                retry=Retry(NoBackoff(), 0), retry_on_timeout=False,
-                                               health_check_interval=0)
+                                               health_check_interval=0, redis_connect_func=_bounded_connection)
         except ValueError as exc:
             raise RemoteCacheError(f"JITFLOW_REMOTE_CACHE: bad Redis URL {_redacted(url)}: {exc}") from None
         self._renew = self.client.register_script(_RENEW)
@@ -67,12 +77,17 @@ class RedisBackend(RemoteBackend):
     def from_url(cls, url: str, timeout: float) -> RedisBackend:
         return cls(url, timeout)
 
+    def _limits(self) -> Any:
+        """One request's limits: the timeout for all of it, and the largest answer it may bring."""
+        return limits(self.timeout, None if self.max_reply is None else self.max_reply + _REPLY_SLACK)
+
     def _do(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except self._errors as exc:
-            raise RemoteCacheError(f"Redis {what} at {_redacted(self.url)} failed: "
-                                   f"{type(exc).__name__}: {exc}") from None
+        with self._limits() as bounds:
+            try:
+                return fn(*args, **kwargs)
+            except self._errors as exc:
+                why = bounds.why or f"{type(exc).__name__}: {exc}"
+                raise RemoteCacheError(f"Redis {what} at {_redacted(self.url)} failed: {why}") from None
 
     def get(self, name: str) -> bytes | None:
         return self._do("GET", self.client.get, PREFIX + name)
@@ -105,7 +120,8 @@ class RedisBackend(RemoteBackend):
         """Reachable, authenticated, readable and writable, and evicting (when the user may see it)."""
         where = f"Redis at {self.describe()}"
         try:
-            self.client.ping()
+            with self._limits():
+                self.client.ping()
         except self._auth_errors as exc:
             return [shared_check(True, f"{where}: reachable"),
                     shared_check(False, f"{where}: not authenticated ({exc})",
@@ -133,7 +149,8 @@ class RedisBackend(RemoteBackend):
                                  "the server is full without eviction, read-only, or the user may not write "
                                  "jitflow:* keys (cache/README.md)"))
         try:
-            policy = self.client.config_get("maxmemory-policy").get("maxmemory-policy")
+            with self._limits():
+                policy = self.client.config_get("maxmemory-policy").get("maxmemory-policy")
         except self._errors:
             policy = None  # CONFIG is not for the jitflow user: nothing to say
         if policy is not None:

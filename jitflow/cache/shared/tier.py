@@ -4,7 +4,10 @@ another node builds the key, or take the cluster build lock and share what was b
 Anyone who can write to the tier can set a lock, with or without an expiry. So a node waits on a
 held lock only while a signed heartbeat says a builder is alive: the lock's holder writes one
 (HMAC with the shared key over the key and the time) when it takes the lock and at each renewal.
-Without a fresh, valid heartbeat a node waits at most the lock's TTL, then builds itself.
+A node waits at most the lock's TTL past the moment it first found the lock held, or past the
+time in the newest valid heartbeat it has read, whichever is later (LockWatch): a heartbeat
+replayed after its builder died carries its old time and extends nothing. Without a key nothing
+can be proven (anyone can write a heartbeat), so a node never waits longer than the TTL.
 
 Every request goes through `Tier.call`, which turns any failure into local-only behaviour: one
 warning per process, then the tier is left alone for RETRY_AFTER seconds. Nothing here raises.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import os
 import socket
 import threading
@@ -65,17 +69,38 @@ def heartbeat(secret: str | None, key: str, now: float | None = None) -> bytes:
     return stamp + b" " + _heartbeat_mac(secret, key, stamp)
 
 
-def heartbeat_is_fresh(value: bytes | None, secret: str | None, key: str, ttl: float) -> bool:
-    """Whether `value` is a validly signed heartbeat for `key` from within `ttl` seconds of now
-    (either way: the clocks of two nodes may differ a little)."""
-    if not isinstance(value, bytes) or b" " not in value:
-        return False
+def heartbeat_time(value: bytes | None, secret: str, key: str) -> float | None:
+    """The time a validly signed heartbeat for `key` says its builder was alive, or None."""
+    if not isinstance(value, bytes) or b" " not in value or len(value) > 200:
+        return None
     stamp, mac = value.split(b" ", 1)
     try:
         when = float(stamp)
     except ValueError:
-        return False
-    return hmac.compare_digest(mac, _heartbeat_mac(secret, key, stamp)) and abs(time.time() - when) <= ttl
+        return None
+    if not (math.isfinite(when) and hmac.compare_digest(mac, _heartbeat_mac(secret, key, stamp))):
+        return None
+    return when
+
+
+class LockWatch:
+    """Whether a node should go on waiting on a cluster lock that another holds.
+
+    It waits until `ttl` seconds after it first saw the lock held, or after the newest time a
+    heartbeat signed with the key vouches for, whichever is later. A replayed heartbeat vouches for
+    its old time only; one dated more than `ttl` ahead is refused (no clock is that far off).
+    Without a key no heartbeat counts: the wait is the TTL at most.
+    """
+
+    def __init__(self, secret: str | None, key: str, ttl: float, now: float) -> None:
+        self.secret, self.key, self.ttl = secret, key, ttl
+        self.until = now + ttl
+
+    def still_waiting(self, beat: bytes | None, now: float) -> bool:
+        when = heartbeat_time(beat, self.secret, self.key) if self.secret else None
+        if when is not None and when <= now + self.ttl:
+            self.until = max(self.until, when + self.ttl)
+        return now <= self.until
 
 
 class Tier:
@@ -84,10 +109,13 @@ class Tier:
     def __init__(self, settings: RemoteSettings) -> None:
         self.settings = settings
         self.secret = settings.secret
-        self.usable = bool(settings.secret or settings.unsigned)
+        self.usable = bool(settings.secret or settings.unsigned) and not settings.url_problem
         self.off_until = 0.0
         self._backend: RemoteBackend | None = None
-        if not self.usable:
+        if settings.url_problem:
+            _warn_once("jitflow: %s; the shared cache tier is off, builds use the local cache only",
+                       settings.url_problem)
+        elif not self.usable:
             _warn_once("jitflow: JITFLOW_REMOTE_CACHE is set but JITFLOW_REMOTE_CACHE_KEY is not: the shared tier "
                        "is off (set the same key on every node, or JITFLOW_REMOTE_CACHE_UNSIGNED=1 to accept "
                        "unsigned entries at your own risk)")
@@ -101,7 +129,7 @@ class Tier:
             return _FAILED
         try:
             if self._backend is None:
-                self._backend = open_backend(self.settings.url or "", self.settings.timeout)
+                self._backend = open_backend(self.settings.url or "", self.settings.timeout, self.settings.max_bytes)
             return getattr(self._backend, op)(*args, **kwargs)
         except Exception as exc:
             count("errors")
@@ -137,6 +165,8 @@ class _Renewer(threading.Thread):
         self.done = threading.Event()
 
     def beat(self) -> None:
+        if not self.tier.secret:
+            return   # nobody can check an unsigned heartbeat: waiting nodes ignore them
         ttl = self.tier.settings.lock_ttl
         self.tier.call("put", self.alive_name, heartbeat(self.tier.secret, self.key), ttl=ttl)
 
@@ -200,7 +230,7 @@ class Turn:
         if tier is None or not tier.available():
             return None
         deadline, waiting = time.monotonic() + WAIT_LIMIT, False
-        unproven_since: float | None = None   # since when the lock is held without a fresh heartbeat
+        watch: LockWatch | None = None   # made when this node first finds the lock held by another
         while tier.available():
             found = self._load()
             if found is not None:
@@ -217,16 +247,13 @@ class Turn:
                 if found is not None:
                     return found
                 break
-            now = time.monotonic()
-            if heartbeat_is_fresh(tier.call("get", self.alive_name), tier.secret, self.key, tier.settings.lock_ttl):
-                unproven_since = None
-            elif unproven_since is None:
-                unproven_since = now
-            elif now - unproven_since > tier.settings.lock_ttl:
+            now = time.time()
+            watch = watch or LockWatch(tier.secret, self.key, tier.settings.lock_ttl, now)
+            if not watch.still_waiting(tier.call("get", self.alive_name), now):
                 log.warning("jitflow: the shared build lock of %s is held with no sign of a live builder for "
                             "%.0f s (its lock TTL); building here", self.key[:12], tier.settings.lock_ttl)
                 break
-            if now > deadline:
+            if time.monotonic() > deadline:
                 log.warning("jitflow: waited %.0f s for another node to build %s; building here",
                             WAIT_LIMIT, self.key[:12])
                 break

@@ -186,6 +186,38 @@ def test_entry_checks_refuse_every_kind_of_damage(tier, tmp_path):
     assert remote_entry.pack(entry, key, SECRET, 1000) is None
 
 
+def _unsigned_entry(key: str, head: bytes, payload: bytes = b"") -> bytes:
+    body = len(head).to_bytes(4, "big") + head + payload
+    return remote_entry.MAGIC + bytes(remote_entry.MAC_SIZE) + body
+
+
+@pytest.mark.parametrize("header", ["a size of 1e400", "nested 100000 deep", "a meta field of the wrong type"])
+def test_an_unsigned_entry_with_a_hostile_header_is_a_miss_with_one_warning(tier, tmp_path, monkeypatch, caplog,
+                                                                             header):
+    scale = {"a size of 1e400": 45.0, "nested 100000 deep": 46.0, "a meta field of the wrong type": 47.0}[header]
+    key = key_of(scale)
+    meta = {"key": key, "format": 1, "so_size": 3, "so_sha256": hashlib.sha256(b"abc").hexdigest()}
+    files = [["lib.so", 3, meta["so_sha256"]]]
+    if header == "a size of 1e400":
+        head = json.dumps({"key": key, "format": 1, "meta": meta, "files": [["lib.so", 1e400, "0"]]}).encode()
+    elif header == "nested 100000 deep":
+        head = json.dumps({"key": key, "format": 1, "meta": meta, "files": files})[:-1].encode()
+        head += b', "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    else:
+        head = json.dumps({"key": key, "format": 1, "meta": dict(meta, created="yesterday"), "files": files}).encode()
+    blob = _unsigned_entry(key, head, b"abc")
+    with pytest.raises(RemoteEntryError, match="unreadable header"):
+        remote_entry.unpack(blob, key, None)
+    monkeypatch.delenv("JITFLOW_REMOTE_CACHE_KEY")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_UNSIGNED", "1")
+    tier.admin().set(f"jitflow:v1:entry:{key}", blob)
+    caplog.set_level(logging.WARNING, "jitflow")
+    assert run_kernel(scale, tmp_path / "a") == "built"
+    refused = [r.getMessage() for r in caplog.records if "refused shared entry" in r.getMessage()]
+    assert len(refused) == 1 and "unreadable header" in refused[0], refused
+    assert remote_cache.stats()["refusals"] == 1
+
+
 # --- sharing ----------------------------------------------------------------------------------
 
 def test_two_nodes_share_one_build(tier, tmp_path):
@@ -348,12 +380,56 @@ def test_a_lock_set_by_anyone_blocks_a_build_no_longer_than_the_lock_ttl(tier, t
 
 def test_a_live_builders_heartbeat_is_signed_and_fresh(tier):
     key = key_of(43.0)
-    beat = remote_tier.heartbeat(SECRET, key)
-    assert remote_tier.heartbeat_is_fresh(beat, SECRET, key, 5)
-    assert not remote_tier.heartbeat_is_fresh(beat, "another key", key, 5)
-    assert not remote_tier.heartbeat_is_fresh(beat, SECRET, key_of(44.0), 5)
-    assert not remote_tier.heartbeat_is_fresh(remote_tier.heartbeat(SECRET, key, time.time() - 60), SECRET, key, 5)
-    assert not remote_tier.heartbeat_is_fresh(b"garbage", SECRET, key, 5)
+    now = time.time()
+    beat = remote_tier.heartbeat(SECRET, key, now)
+    assert remote_tier.heartbeat_time(beat, SECRET, key) == pytest.approx(now, abs=0.001)
+    for wrong in (remote_tier.heartbeat_time(beat, "another key", key), remote_tier.heartbeat_time(beat, SECRET,
+                  key_of(44.0)), remote_tier.heartbeat_time(b"garbage", SECRET, key),
+                  remote_tier.heartbeat_time(b"nan " + beat.split(b" ")[1], SECRET, key)):
+        assert wrong is None
+
+
+def _waited(secret, beats, ttl=10.0, step=0.5):
+    """How long LockWatch lets a node wait when, at each poll (every `step` s from 0), it reads beats(t)."""
+    watch, t = remote_tier.LockWatch(secret, "k" * 64, ttl, 0.0), 0.0
+    while watch.still_waiting(beats(t), t):
+        t += step
+        assert t < 100 * ttl, "waits for ever"
+    return t
+
+
+def test_only_fresh_signed_heartbeats_extend_the_wait_and_a_replay_never_does():
+    key = "k" * 64
+    genuine = lambda t: remote_tier.heartbeat(SECRET, key, t)   # noqa: E731 - a builder beating as it goes
+    assert _waited(SECRET, lambda t: None) == 10.5                       # nobody vouches: the TTL
+    assert _waited(SECRET, lambda t: genuine(t) if t < 30 else None) == 40.0   # last beat at 29.5 s
+    replay = genuine(0.0)                                                 # captured once, replayed for ever
+    assert _waited(SECRET, lambda t: replay) == 10.5
+    assert _waited(SECRET, lambda t: remote_tier.heartbeat(SECRET, key, t + 60)) == 10.5   # dated far ahead
+    # without a key anyone can write a heartbeat, so none counts: never longer than the TTL
+    assert _waited(None, lambda t: remote_tier.heartbeat(None, key, t)) == 10.5
+
+
+def test_forged_heartbeats_kept_fresh_delay_an_unsigned_build_no_longer_than_the_ttl(tier, tmp_path, monkeypatch):
+    """Without a key anyone can write a heartbeat: a node that believed them would wait for ever."""
+    key, admin = key_of(52.0), tier.admin()
+    monkeypatch.delenv("JITFLOW_REMOTE_CACHE_KEY")
+    admin.set(f"jitflow:v1:lock:{key}", b"someone")                  # no expiry
+    stop = threading.Event()
+
+    def keep_beating() -> None:
+        while not stop.wait(0.1):
+            admin.set(f"jitflow:v1:alive:{key}", remote_tier.heartbeat(None, key))
+
+    beater = threading.Thread(target=keep_beating, daemon=True)
+    beater.start()
+    try:
+        env = node_env(tmp_path, "a", JITFLOW_REMOTE_CACHE_LOCK_TTL="1", JITFLOW_REMOTE_CACHE_UNSIGNED="1")
+        proc = run_python(node_code(52.0), env=env, timeout=60)
+    finally:
+        stop.set()
+        beater.join()
+    assert proc.stdout.split()[0] == "built" and "no sign of a live builder" in proc.stderr
 
 
 # --- the tier never fails a build -------------------------------------------------------------
@@ -381,6 +457,15 @@ def test_redis_stopped_mid_run_builds_go_on_locally(cache_dir, tmp_path, monkeyp
         server.close()
 
 
+def test_a_malformed_tier_url_means_local_builds_and_one_warning(cache_dir, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE", "redis://jitflow:s3cret@127.0.0.1:99999/0")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    caplog.set_level(logging.WARNING, "jitflow")
+    assert run_kernel(48.0, tmp_path / "a") == "built" and run_kernel(49.0, tmp_path / "a") == "built"
+    (warning,) = tier_warnings(caplog)
+    assert "port that is not a number from 1 to 65535" in warning and "s3cret" not in warning
+
+
 def test_slow_tier_gives_up_after_the_timeout(cache_dir, tmp_path, monkeypatch, caplog):
     _need_redis()
     with socket.socket() as black_hole:  # accepts connections, never answers
@@ -396,6 +481,81 @@ def test_slow_tier_gives_up_after_the_timeout(cache_dir, tmp_path, monkeypatch, 
         assert 0.4 < exe.build_info.stages["shared tier"] < 3
         assert run_kernel(34.0, tmp_path / "a") == "built"  # the tier is left alone now: no new timeout
         assert len(tier_warnings(caplog)) == 1 and remote_cache.stats()["errors"] == 1
+
+
+class TrickleServer:
+    """Just enough of a Redis server: +OK to every command (HELLO aside), and to GET a value of `size` bytes sent
+    `chunk` bytes at a time, `pause` seconds apart. Counts what it sent, and whether it got it all out."""
+
+    def __init__(self, size: int, chunk: int, pause: float) -> None:
+        self.size, self.chunk, self.pause = size, chunk, pause
+        self.sent, self.finished, self.closed = 0, False, threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _command(self, f) -> list[bytes] | None:
+        line = f.readline()
+        if not line.startswith(b"*"):
+            return None
+        args = []
+        for _ in range(int(line[1:])):
+            length = int(f.readline()[1:])
+            args.append(f.read(length + 2)[:-2])
+        return args
+
+    def _serve(self, conn) -> None:
+        with conn, conn.makefile("rb") as f:
+            try:
+                while (args := self._command(f)) is not None:
+                    if args[0].upper() == b"HELLO":    # clients that speak RESP3 ask for it first
+                        conn.sendall(b"%1\r\n+proto\r\n:3\r\n")
+                        continue
+                    if args[0].upper() != b"GET":
+                        conn.sendall(b"+OK\r\n")
+                        continue
+                    conn.sendall(b"$%d\r\n" % self.size)
+                    for _ in range(0, self.size, self.chunk):
+                        if self.closed.wait(self.pause):
+                            return
+                        conn.sendall(b"x" * self.chunk)
+                        self.sent += self.chunk
+                    conn.sendall(b"\r\n")
+                    self.finished = True
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.closed.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize("answer", ["one byte at a time", "a 64 MiB value"])
+def test_a_trickling_or_flooding_tier_is_cut_off_per_request(cache_dir, tmp_path, monkeypatch, caplog, answer):
+    """Each request has a deadline as a whole (not only each read) and a cap on the bytes it takes in."""
+    _need_redis()   # the redis client package
+    slow = answer == "one byte at a time"
+    server = TrickleServer(size=100, chunk=1, pause=0.2) if slow else TrickleServer(64 << 20, 1 << 20, 0)
+    try:
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE", server.url)
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_TIMEOUT", "1")
+        monkeypatch.setenv("JITFLOW_REMOTE_CACHE_MAX_BYTES", "1MiB")
+        caplog.set_level(logging.WARNING, "jitflow")
+        assert run_kernel(50.0 if slow else 51.0, tmp_path / "a") == "built"
+        assert not server.finished and server.sent < (100 if slow else 16 << 20)
+        (warning,) = tier_warnings(caplog)
+        assert ("no complete answer within the timeout" if slow else "larger than 1114112 bytes") in warning
+    finally:
+        server.close()
 
 
 def test_full_tier_refusing_writes_still_builds(tier, tmp_path, caplog):

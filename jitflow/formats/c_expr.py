@@ -1,4 +1,5 @@
-"""Integer expressions taken from generated C (sizes, grid and block dims) made readable and computable.
+"""Integer expressions (sizes, grid and block dims) made readable and computable: read from generated
+C, from the VM's bytecode, or from the text TVM's arithmetic simplified at build time.
 
 TVM's host code spells a size as `((uint64_t)2ULL * ((uint64_t)n))`; a report wants `2 * n`, its
 value where it is a constant, and a way to compute it for given shapes. Casts and literal suffixes
@@ -8,6 +9,7 @@ Python expression evaluated with C's integer rules.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass
 from typing import Mapping
@@ -54,6 +56,12 @@ class Expr:
         except (SyntaxError, _NotInteger) as exc:
             raise InvalidInputError(f"cannot evaluate {self.text!r}: {exc}") from None
 
+    def bind(self, **bindings: int) -> "Expr":
+        """The expression with the given symbols replaced by their values (a number once all are)."""
+        if self.value is not None or not any(s in bindings for s in self.symbols):
+            return self
+        return parse(self.text, {k: str(int(v)) for k, v in bindings.items() if k in self.symbols})
+
     def to_json(self) -> int | str:
         return self.value if self.value is not None else self.text
 
@@ -64,6 +72,35 @@ class Expr:
 
 def constant(value: int) -> Expr:
     return Expr(str(value), int(value), ())
+
+
+def total(terms: list[Expr]) -> Expr:
+    """The sum, folded where constant: constants added up, the symbolic terms kept in order."""
+    known = sum(t.value for t in terms if t.value is not None)
+    rest = [f"({t.text})" for t in terms if t.value is None]
+    if not rest:
+        return constant(known)
+    return parse(" + ".join(rest + ([str(known)] if known else [])))
+
+
+def product(factors: list[Expr]) -> Expr:
+    """The product of size expressions, folded where constant."""
+    if all(f.value is not None for f in factors):
+        return constant(math.prod(f.value for f in factors))  # type: ignore[misc]
+    texts = [f"({f.text})" for f in factors if f.value != 1]
+    return parse(" * ".join(texts) or "1")
+
+
+def maximum(terms: list[Expr]) -> Expr:
+    """The largest of the terms: a number when all are, else `max(...)` of the distinct symbolic
+    terms (with the largest constant, if it is not zero)."""
+    known = [t.value for t in terms if t.value is not None]
+    rest = list(dict.fromkeys(t.text for t in terms if t.value is None))
+    if not rest:
+        return constant(max(known, default=0))
+    if max(known, default=0) > 0:
+        rest.append(str(max(known)))
+    return rest[0] and (parse(rest[0]) if len(rest) == 1 else parse(f"max({', '.join(rest)})"))
 
 
 class _NotInteger(Exception):
@@ -132,6 +169,9 @@ class _Substitute(ast.NodeTransformer):
         self.definitions = definitions
         self.depth = depth
 
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return node        # (ast's own visit_Constant looks for long-gone visitor names: slow)
+
     def visit_Name(self, node: ast.Name) -> ast.AST:
         text = self.definitions.get(node.id)
         if text is None or self.depth >= _MAX_DEPTH:
@@ -148,8 +188,20 @@ class _Substitute(ast.NodeTransformer):
             try:
                 return ast.Constant(_eval(node, {}))
             except _NotInteger:
-                return node
+                return _fold_factors(node)
         return node
+
+
+def _fold_factors(node: ast.AST) -> ast.AST:
+    """(2 * s) * 4 -> s * 8: the constant factors of a product gathered on the right."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and isinstance(node.right, ast.Constant)
+            and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mult)):
+        return node
+    inner = node.left
+    for const, other in ((inner.left, inner.right), (inner.right, inner.left)):
+        if isinstance(const, ast.Constant) and isinstance(const.value, int):
+            return ast.BinOp(other, ast.Mult(), ast.Constant(const.value * node.right.value))
+    return node
 
 
 def parse(text: str, definitions: Mapping[str, str] | None = None) -> Expr:
@@ -172,6 +224,7 @@ def parse(text: str, definitions: Mapping[str, str] | None = None) -> Expr:
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
         ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
 _CHAINS = ({ast.Add, ast.Sub}, {ast.Mult})
+_PRODUCTS = {ast.Mult, ast.Div, ast.FloorDiv, ast.Mod}
 
 
 def _text(node: ast.AST) -> str:
@@ -183,7 +236,8 @@ def _text(node: ast.AST) -> str:
         inner = _text(child)
         if isinstance(child, ast.BinOp):
             same = any(type(node.op) in c and type(child.op) in c for c in _CHAINS)
-            if not (same and (left or type(child.op) is ast.Mult)):
+            tighter = type(node.op) in _CHAINS[0] and type(child.op) in _PRODUCTS   # n * 32 + 8
+            if not (tighter or (same and (left or type(child.op) is ast.Mult))):
                 return f"({inner})"
         elif isinstance(child, (ast.BoolOp, ast.Compare, ast.IfExp)):
             return f"({inner})"

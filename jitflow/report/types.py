@@ -1,37 +1,48 @@
-"""The inspection report: what a build runs (host functions, kernels, launches, device allocations,
-copies, the fatbin's contents) as plain data with a stable JSON form.
+"""The parts of an inspection report, as plain data with a stable JSON form: host functions, kernels
+and their launches, device allocations, copies, the fatbin's entries, the library itself.
 
-Gathering lives in inspect.py, parsing in host_analysis.py, the text form in report_text.py.
-Fields are None where the report cannot know them (a library inspected without its sources).
+The Report that holds them is in report.py, their text in text.py; host_code.py reads them from the
+host C and gather.py puts a Report together. Fields are None where the report cannot know them (a
+library inspected without its sources).
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
 
-from ..errors import InvalidInputError
-from . import c_expr
-from .c_expr import Expr
-
-if TYPE_CHECKING:
-    from .model_memory import ModelMemory
-
-SCHEMA = "jitflow.inspect/1"
+from ..formats import c_expr
+from ..formats.c_expr import Expr
 
 
 def _dims(values: Any) -> tuple[Expr, Expr, Expr]:
     return tuple(Expr.from_json(v) for v in values)  # type: ignore[return-value]
 
 
+def size_or_none(value: Any) -> Expr | None:
+    """A size read back from JSON (a number or an expression), or None."""
+    return None if value is None else Expr.from_json(value)
+
+
 @dataclass(frozen=True)
 class HostFunction:
-    """A function of the host C: its C name, the name it is exported under (or None), its lines."""
+    """A function of the host C: its C name, the name it is exported under (or None), its lines, and
+    the most workspace bytes one call holds at once (None where unknown)."""
 
     name: str
     symbol: str
     line: int
     end_line: int
+    peak: Expr | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "symbol": self.symbol, "line": self.line, "end_line": self.end_line,
+                "peak_bytes": None if self.peak is None else self.peak.value,
+                "peak": None if self.peak is None else self.peak.text}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "HostFunction":
+        peak = d.get("peak_bytes") if d.get("peak_bytes") is not None else d.get("peak")
+        return cls(d["name"], d["symbol"], d["line"], d["end_line"], size_or_none(peak))
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,7 @@ class Allocation:
     size: Expr                 # bytes: a number, or an expression of the symbols
     line: int
     freed_line: int | None = None
+    position: int | None = None     # in a model's calls: the bytecode position of the VM call that runs it
 
     @property
     def bytes(self) -> int | None:
@@ -54,13 +66,13 @@ class Allocation:
     def to_json(self) -> dict[str, Any]:
         return {"function": self.function, "buffer": self.buffer, "scope": self.scope, "device": self.device,
                 "dtype": self.dtype, "bytes": self.size.value, "size": self.size.text, "line": self.line,
-                "freed_line": self.freed_line}
+                "freed_line": self.freed_line, "position": self.position}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Allocation":
         size = c_expr.constant(d["bytes"]) if d.get("bytes") is not None else c_expr.parse(d["size"])
         return cls(d["function"], d["buffer"], d["scope"], d["device"], d["dtype"], size, d["line"],
-                   d.get("freed_line"))
+                   d.get("freed_line"), d.get("position"))
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,8 @@ class Launch:
     dynamic_shared_memory: Expr
     args: tuple[str, ...] = ()          # what the host passes for the kernel's arguments
     flags: tuple[str, ...] = ()         # other launch parameters (cooperative launch, ...)
+    position: int | None = None         # in a model's calls: the bytecode position of the VM call that runs it
+    replayed: bool = False              # in a model's calls: replayed from a captured CUDA graph
 
     @property
     def threads_per_block(self) -> Expr:
@@ -103,13 +117,13 @@ class Launch:
         return {"kernel": self.kernel, "function": self.function, "line": self.line,
                 "grid": [d.to_json() for d in self.grid], "block": [d.to_json() for d in self.block],
                 "dynamic_shared_memory": self.dynamic_shared_memory.to_json(), "args": list(self.args),
-                "flags": list(self.flags)}
+                "flags": list(self.flags), "position": self.position, "replayed": self.replayed}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Launch":
         return cls(d["kernel"], d["function"], d["line"], _dims(d["grid"]), _dims(d["block"]),
                    Expr.from_json(d["dynamic_shared_memory"]), tuple(d.get("args", ())),
-                   tuple(d.get("flags", ())))
+                   tuple(d.get("flags", ())), d.get("position"), bool(d.get("replayed")))
 
 
 @dataclass(frozen=True)
@@ -220,128 +234,3 @@ class LibraryFacts:
 class AllocationTotals:
     count: int
     bytes: Expr                # the sum: a number, or an expression of the symbols
-
-
-@dataclass(eq=False)
-class Report:
-    """Everything `inspect` found; print it for a summary, `to_json()` for scripts."""
-
-    origin: str                                    # "build", "cache-entry" or "library"
-    library: LibraryFacts
-    target: dict[str, Any] | None = None           # kind, archs, host, cuda_compiler
-    key: str | None = None
-    build: str | None = None                       # how the library was obtained (hit, built ...)
-    functions: tuple[HostFunction, ...] | None = None
-    symbols: dict[str, str] = field(default_factory=dict)   # shape symbol -> where it comes from
-    kernels: tuple[Kernel, ...] = ()
-    allocations: tuple[Allocation, ...] | None = None
-    copies: tuple[Copy, ...] | None = None
-    fatbin: tuple[FatbinEntry, ...] = ()
-    compatibility: Compatibility | None = None     # GPUs and drivers the device code serves
-    unknown: tuple[str, ...] = ()                  # what this report cannot know, and why
-    notes: tuple[str, ...] = ()
-    host_c: str | None = field(default=None, repr=False)
-    cuda: str | None = field(default=None, repr=False)
-    host_c_path: str | None = None
-    ptx: Mapping[str, str] = field(default_factory=dict, repr=False)    # arch -> PTX (made on access)
-    sass: Mapping[str, str] = field(default_factory=dict, repr=False)   # arch -> SASS (where tools exist)
-    model: ModelMemory | None = None               # a Relax model's memory per call and at start-up
-
-    _COMPARED = ("origin", "library", "target", "key", "build", "functions", "symbols", "kernels",
-                 "allocations", "copies", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda",
-                 "host_c_path", "model")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Report) and all(getattr(self, f) == getattr(other, f) for f in self._COMPARED)
-
-    def __str__(self) -> str:
-        from .text import render
-
-        return render(self)
-
-    @property
-    def launches(self) -> tuple[Launch, ...]:
-        """Every kernel launch, in host code order."""
-        return tuple(sorted((x for k in self.kernels for x in k.launches), key=lambda x: (x.function, x.line)))
-
-    @property
-    def allocation_totals(self) -> AllocationTotals | None:
-        if self.allocations is None:
-            return None
-        total = c_expr.parse(" + ".join(f"({a.size.text})" for a in self.allocations) or "0")
-        return AllocationTotals(len(self.allocations), total)
-
-    def kernel(self, name: str) -> Kernel:
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        raise InvalidInputError(f"no kernel named {name!r}; kernels: {', '.join(k.name for k in self.kernels)}")
-
-    def host_line(self, line: int) -> str:
-        """The text of a host C line (1-based), to follow an allocation or launch back to the code."""
-        if self.host_c is None:
-            raise InvalidInputError("this report has no host C (a library inspected without its sources)")
-        lines = self.host_c.splitlines()
-        if not 1 <= line <= len(lines):
-            raise InvalidInputError(f"host C has {len(lines)} lines, not {line}")
-        return lines[line - 1]
-
-    # ---- JSON -------------------------------------------------------------------------------
-    def to_dict(self, sources: bool = True) -> dict[str, Any]:
-        """The JSON-ready form (see docs/inspect.md); sources=False leaves out the host C and CUDA text."""
-        totals = self.allocation_totals
-        out: dict[str, Any] = {
-            "schema": SCHEMA,
-            "origin": self.origin,
-            "library": {**asdict(self.library), "exports": list(self.library.exports)},
-            "target": self.target,
-            "key": self.key,
-            "build": self.build,
-            "functions": None if self.functions is None else [asdict(f) for f in self.functions],
-            "symbols": dict(self.symbols),
-            "kernels": [k.to_json() for k in self.kernels],
-            "allocations": None if self.allocations is None else [a.to_json() for a in self.allocations],
-            "allocation_totals": None if totals is None else {"count": totals.count,
-                                                              "bytes": totals.bytes.to_json()},
-            "copies": None if self.copies is None else [c.to_json() for c in self.copies],
-            "fatbin": [asdict(e) for e in self.fatbin],
-            "compatibility": None if self.compatibility is None else self.compatibility.to_json(),
-            "unknown": list(self.unknown),
-            "notes": list(self.notes),
-            "host_c_path": self.host_c_path,
-            "model": None if self.model is None else self.model.to_json(),
-        }
-        if sources:
-            out["sources"] = {"host_c": self.host_c, "cuda": self.cuda}
-        return out
-
-    def to_json(self, sources: bool = True, indent: int | None = 1) -> str:
-        return json.dumps(self.to_dict(sources), indent=indent, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str | Mapping[str, Any]) -> "Report":
-        """Read back what to_json wrote (PTX and SASS are not part of the JSON)."""
-        from .model_memory import ModelMemory
-
-        d = json.loads(text) if isinstance(text, str) else dict(text)
-        if d.get("schema") != SCHEMA:
-            raise InvalidInputError(f"not a jitflow inspect report (schema {d.get('schema')!r}, expected {SCHEMA})")
-        lib = d["library"]
-        sources = d.get("sources") or {}
-        return cls(
-            origin=d["origin"],
-            library=LibraryFacts(**{**lib, "exports": tuple(lib["exports"])}),
-            target=d.get("target"), key=d.get("key"), build=d.get("build"),
-            functions=None if d.get("functions") is None else tuple(HostFunction(**f) for f in d["functions"]),
-            symbols=dict(d.get("symbols", {})),
-            kernels=tuple(Kernel.from_json(k) for k in d.get("kernels", ())),
-            allocations=None if d.get("allocations") is None
-            else tuple(Allocation.from_json(a) for a in d["allocations"]),
-            copies=None if d.get("copies") is None else tuple(Copy.from_json(c) for c in d["copies"]),
-            fatbin=tuple(FatbinEntry(**e) for e in d.get("fatbin", ())),
-            compatibility=Compatibility.from_json(d["compatibility"]) if d.get("compatibility") else None,
-            unknown=tuple(d.get("unknown", ())), notes=tuple(d.get("notes", ())),
-            host_c=sources.get("host_c"), cuda=sources.get("cuda"), host_c_path=d.get("host_c_path"),
-            model=None if d.get("model") is None else ModelMemory.from_json(d["model"]),
-        )
-

@@ -1,28 +1,28 @@
-"""The memory view of a whole Relax model: what the VM allocates and copies per call and at start-up.
+"""The memory plan of a whole Relax model: what the VM allocates and copies per call and at start-up.
 
 A Relax library holds VM bytecode beside the TIR functions' host code, so a model's memory is in
-three places: the storage blocks the bytecode allocates on every call (vm_bytecode.py), the
+three places: the storage blocks the bytecode allocates on every call (formats/vm_walk.py), the
 constants (weights) the VM uploads to its device when it starts, and the workspaces and kernel
-launches of each TIR function the bytecode calls (host_code.py). ModelMemory puts them together,
-per VM function and in total, with a stable JSON form (the "model" field of a Report).
+launches of each TIR function the bytecode calls (host_code.py). ModelMemory holds them together,
+per VM function and in total, with each block's lifetime and each call's peak, and a stable JSON
+form (the "model" field of a Report).
+
+The peak of a call is the most device bytes allocated during the call and not yet released, per
+device, counted from the call's entry: the returned output counts, the weights uploaded at
+start-up and a CUDA graph's cached storage (allocated on the first call, kept for later ones) do
+not; each TIR workspace counts at the VM instruction that calls its function.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from . import c_expr
-from .c_expr import Expr
-from .model import Allocation, Launch
+from ..errors import InvalidInputError
+from ..formats import c_expr
+from ..formats.c_expr import Expr
+from .types import Allocation, Launch
 
 DEPENDS = "depends on shape"
-
-
-def sum_sizes(sizes: Sequence[Expr]) -> Expr:
-    """The sum of sizes, folded where constant."""
-    if all(s.value is not None for s in sizes):
-        return c_expr.constant(sum(s.value for s in sizes))  # type: ignore[misc]
-    return c_expr.parse(" + ".join(f"({s.text})" for s in sizes))
 
 
 def size_json(size: Expr | None) -> int | str:
@@ -76,6 +76,8 @@ class ModelStorage:
     dtype: str
     tensors: tuple[ModelTensor, ...] = ()
     holds_output: bool = False
+    live: tuple[int, int] | None = None   # [allocation, last release] as positions in the function's bytecode
+    cached: bool = False                  # a CUDA graph's storage: allocated once, kept across calls
 
     @property
     def bytes(self) -> int | None:
@@ -90,12 +92,15 @@ class ModelStorage:
         return {"function": self.function, "index": self.index, "bytes": self.bytes, "size": size_json(self.size),
                 "device": self.device, "scope": self.scope, "dtype": self.dtype,
                 "tensors": [t.to_json() for t in self.tensors], "shared_by": self.shared_by,
-                "holds_output": self.holds_output}
+                "holds_output": self.holds_output, "live": None if self.live is None else list(self.live),
+                "cached": self.cached}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ModelStorage":
+        live = d.get("live")
         return cls(d["function"], d["index"], size_from_json(d.get("size")), d["device"], d["scope"], d["dtype"],
-                   tuple(ModelTensor.from_json(t) for t in d.get("tensors", ())), d.get("holds_output", False))
+                   tuple(ModelTensor.from_json(t) for t in d.get("tensors", ())), d.get("holds_output", False),
+                   None if live is None else (int(live[0]), int(live[1])), bool(d.get("cached")))
 
 
 @dataclass(frozen=True)
@@ -125,16 +130,20 @@ class ModelCopy:
     direction: str
     size: Expr | None
     tensor: str | None = None
+    live: tuple[int, int] | None = None     # a new tensor on the destination (to_device): its lifetime
+    device: str | None = None               # ... and the device it is allocated on
 
     def to_json(self) -> dict[str, Any]:
         return {"function": self.function, "instruction": self.instruction, "call": self.call,
                 "direction": self.direction, "bytes": None if self.size is None else self.size.value,
-                "size": size_json(self.size), "tensor": self.tensor}
+                "size": size_json(self.size), "tensor": self.tensor,
+                "live": None if self.live is None else list(self.live), "device": self.device}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ModelCopy":
+        live = d.get("live")
         return cls(d["function"], d["instruction"], d["call"], d["direction"], size_from_json(d.get("size")),
-                   d.get("tensor"))
+                   d.get("tensor"), None if live is None else (int(live[0]), int(live[1])), d.get("device"))
 
 
 @dataclass(frozen=True)
@@ -148,15 +157,39 @@ class Totals:
     copies: int
     copy_bytes: Expr | None
     launches: int | None                # None without the host code
+    cached_storages: int = 0            # a CUDA graph's storage: allocated once, not per call
+    cached_bytes: Expr | None = c_expr.constant(0)
+    replayed: int = 0                   # of the launches, those replayed from a captured CUDA graph
 
     def to_json(self) -> dict[str, Any]:
         return {"storages": self.storages, "storage_bytes": size_json(self.storage_bytes),
                 "workspaces": self.workspaces, "workspace_bytes": size_json(self.workspace_bytes),
-                "copies": self.copies, "copy_bytes": size_json(self.copy_bytes), "launches": self.launches}
+                "copies": self.copies, "copy_bytes": size_json(self.copy_bytes), "launches": self.launches,
+                "cached_storages": self.cached_storages, "cached_bytes": size_json(self.cached_bytes),
+                "replayed": self.replayed}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Totals":
+        return cls(d["storages"], size_from_json(d.get("storage_bytes")), d["workspaces"],
+                   size_from_json(d.get("workspace_bytes")), d["copies"], size_from_json(d.get("copy_bytes")),
+                   d.get("launches"), d.get("cached_storages", 0), size_from_json(d.get("cached_bytes", 0)),
+                   d.get("replayed", 0))
 
 
 def _total(sizes: Sequence[Expr | None]) -> Expr | None:
-    return None if any(s is None for s in sizes) else sum_sizes([s for s in sizes if s is not None])
+    return None if any(s is None for s in sizes) else c_expr.total([s for s in sizes if s is not None])
+
+
+def count_totals(storages: Sequence[ModelStorage], workspaces: Sequence[Allocation] | None,
+                 copies: Sequence[ModelCopy], launches: Sequence[Launch] | None) -> Totals:
+    """The per-call totals of these lists, sums folded where constant (the build's simplified sums,
+    where it recorded them, replace these)."""
+    per_call = [s for s in storages if not s.cached]
+    cached = [s for s in storages if s.cached]
+    return Totals(len(per_call), _total([s.size for s in per_call]), len(workspaces or ()),
+                  c_expr.total([a.size for a in workspaces or ()]), len(copies), _total([c.size for c in copies]),
+                  None if launches is None else len(launches), len(cached), _total([s.size for s in cached]),
+                  sum(1 for x in launches or () if x.replayed))
 
 
 @dataclass(frozen=True)
@@ -170,29 +203,39 @@ class VMFunction:
     copies: tuple[ModelCopy, ...] = ()
     workspaces: tuple[Allocation, ...] | None = ()   # the called TIR functions' workspaces; None without host C
     launches: tuple[Launch, ...] | None = ()         # the kernel launches of one call, in order; None without host C
+    totals: Totals | None = None                     # per call (counted from the lists when not given)
+    peaks: Mapping[str, Expr | None] = field(default_factory=dict)   # device -> peak of one call (None: unknown)
+    peak: Expr | None = None                         # the peak on the VM's device (the model's first device)
+    length: int | None = None                        # instructions in its bytecode (the positions of `live`)
+    folded: tuple[str, ...] = ()                     # VM functions folded in (a CUDA graph's alloc and capture)
 
-    @property
-    def totals(self) -> Totals:
-        workspaces = self.workspaces or ()
-        return Totals(len(self.storages), _total([s.size for s in self.storages]),
-                      len(workspaces), sum_sizes([a.size for a in workspaces]),
-                      len(self.copies), _total([c.size for c in self.copies]),
-                      None if self.launches is None else len(self.launches))
+    def __post_init__(self) -> None:
+        if self.totals is None:
+            object.__setattr__(self, "totals", count_totals(self.storages, self.workspaces, self.copies,
+                                                            self.launches))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "params": list(self.params), "storages": [s.to_json() for s in self.storages],
                 "calls": list(self.calls), "copies": [c.to_json() for c in self.copies],
                 "workspaces": None if self.workspaces is None else [a.to_json() for a in self.workspaces],
                 "launches": None if self.launches is None else [x.to_json() for x in self.launches],
-                "per_call": self.totals.to_json()}
+                "per_call": self.totals.to_json(),  # type: ignore[union-attr]
+                "peak_bytes": None if self.peak is None else self.peak.value,
+                "peak": None if self.peak is None else self.peak.text,
+                "peaks": {d: None if p is None else p.to_json() for d, p in self.peaks.items()},
+                "length": self.length, "folded": list(self.folded)}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "VMFunction":
+        peak = d.get("peak_bytes") if d.get("peak_bytes") is not None else d.get("peak")
         return cls(d["name"], tuple(d.get("params", ())),
                    tuple(ModelStorage.from_json(s) for s in d.get("storages", ())), tuple(d.get("calls", ())),
                    tuple(ModelCopy.from_json(c) for c in d.get("copies", ())),
                    None if d.get("workspaces") is None else tuple(Allocation.from_json(a) for a in d["workspaces"]),
-                   None if d.get("launches") is None else tuple(Launch.from_json(x) for x in d["launches"]))
+                   None if d.get("launches") is None else tuple(Launch.from_json(x) for x in d["launches"]),
+                   Totals.from_json(d["per_call"]) if d.get("per_call") else None,
+                   {k: size_from_json(v) for k, v in (d.get("peaks") or {}).items()},
+                   size_from_json(peak), d.get("length"), tuple(d.get("folded", ())))
 
 
 @dataclass(frozen=True)
@@ -219,8 +262,6 @@ class ModelMemory:
         for f in self.functions:
             if f.name == name:
                 return f
-        from ..errors import InvalidInputError
-
         raise InvalidInputError(f"no VM function named {name!r}; functions: "
                                 f"{', '.join(f.name for f in self.functions)}")
 

@@ -1,0 +1,75 @@
+"""Where an exported library may be written.
+
+export_library writes a temporary file beside the destination and renames it over the
+destination: whatever was at that name is replaced, not written into. That is right for a
+regular file (an older library) and wrong for anything else. So the destination must be:
+
+- a new name, or an existing regular file, in a folder that exists;
+- not a directory, a character or block device (a copy of /dev/null, or /dev/null itself as
+  root), a FIFO or a socket: those are refused, since the rename would turn them into a file;
+- a symbolic link to a regular file (or to nothing) is replaced itself, as `cc -o` replaces one:
+  its target is left alone. A link to anything else, or to one of the build's inputs, is refused
+  like what it points to;
+- not one of the build's inputs (`jitflow build model.py:f -o model.py`), compared by device
+  and inode, so another spelling of the path or a hard link is seen too.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from .errors import InvalidInputError
+
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}
+
+
+def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """The absolute destination for a library to be written at `path`, after the checks above;
+    an InvalidInputError that says what is there and what to do otherwise."""
+    dest = Path(path).expanduser().absolute()
+    try:
+        found = os.stat(dest)
+    except FileNotFoundError:
+        found = None   # a new name, or a dangling link (replaced)
+    except OSError as exc:
+        raise InvalidInputError(f"export_library: cannot look at {dest}: {exc.strerror}") from None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(found.st_mode), "not a regular file")
+        fix = "a file name such as kernel.so in it" if stat.S_ISDIR(found.st_mode) else "the name of a file to write"
+        raise InvalidInputError(f"export_library: {dest} is {kind}; the library would replace it, not be "
+                                f"written into it. Give {fix}")
+    if not dest.parent.is_dir():
+        raise InvalidInputError(f"export_library: the folder {dest.parent} does not exist")
+    if found is not None:
+        same = _same_file(found, inputs)
+        if same is not None:
+            raise InvalidInputError(f"export_library: {dest} is {same}, an input of this build; writing the "
+                                    "library there would destroy it. Give another output name")
+    return dest
+
+
+def _same_file(found: os.stat_result, inputs: Iterable[str | os.PathLike]) -> str | None:
+    """The input that is the file `found` describes (same device and inode), or None."""
+    for item in inputs:
+        try:
+            other = os.stat(item)
+        except (OSError, ValueError):
+            continue
+        if (other.st_dev, other.st_ino) == (found.st_dev, found.st_ino):
+            return str(item)
+    return None
+
+
+def loaded_sources() -> list[str]:
+    """The files of every Python module loaded in this process: the inputs of a build that a
+    command-line module file (and whatever it imports) made."""
+    files = []
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if isinstance(name, str):
+            files.append(name)
+    return files

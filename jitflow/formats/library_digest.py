@@ -1,0 +1,131 @@
+"""The digest record that ends every library jitflow links: the sha256 of the library's own bytes,
+and the facts a loader needs before dlopen.
+
+    the library as the linker wrote it      `covered` bytes (the ELF headers describe all of them)
+    body     JSON, `length` bytes           {"needs": ["contrib", "cuda"]}; later fields (the CPU
+                                            level a library needs) join it, old readers ignore them
+                                            (a change old readers cannot follow bumps VERSION)
+    header   32 bytes                       MAGIC (16) | u32 VERSION | u32 length | u64 covered
+    digest   32 bytes                       sha256 of every byte of the file before it
+
+The dynamic loader reads only what the ELF headers point to, so the record is never mapped. It is
+written once, when the library is linked, so a cache entry and every export of it are the same
+bytes. Two things say that a record belongs there, so that a damaged one never passes as a library
+built before records existed: the magic is recognised through up to MAX_FLIPPED_BITS flipped bits,
+and the library holds an empty section named SECTION (inside the ELF, where a file that lost its
+tail still shows it). Reading the record reads 64 bytes and the body; sizes are checked before
+anything is hashed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import LibraryFormatError
+
+MAGIC = b"\x96jitflow:digest\x69"
+VERSION = 1
+SECTION = ".jitflow.digest"
+HEADER = struct.Struct("<16sIIQ")
+DIGEST_SIZE = 32
+TAIL = HEADER.size + DIGEST_SIZE
+MAX_BODY = 64 << 10
+class DigestError(LibraryFormatError):
+    """A library's digest does not hold: its record is damaged or missing, or its bytes changed."""
+
+
+#: a magic this close (in bits) to MAGIC is a record, damaged or not; 16 random bytes are ~64 bits away
+MAX_FLIPPED_BITS = 24
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Record:
+    """A library's digest record: what it covers and the facts it states."""
+
+    version: int
+    covered: int
+    length: int
+    digest: bytes
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """The TVM runtime parts the library needs: "cuda" (device code), "contrib" (sort, top-k, random)."""
+        needs = self.fields.get("needs", [])
+        return frozenset(n for n in needs if isinstance(n, str)) if isinstance(needs, list) else frozenset()
+
+
+def _distance(a: bytes, b: bytes) -> int:
+    return bin(int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).count("1")
+
+
+def read(read_at: Callable[[int, int], bytes], size: int) -> Record | None:
+    """The record at the end of a file of `size` bytes (read_at(offset, n) gives its bytes), None when
+    it ends in none; LibraryFormatError for a record that is there but damaged."""
+    if size < TAIL:
+        return None
+    tail = read_at(size - TAIL, TAIL)
+    magic, version, length, covered = HEADER.unpack_from(tail)
+    if magic != MAGIC:
+        if _distance(magic, MAGIC) > MAX_FLIPPED_BITS:
+            return None
+        raise DigestError("its digest record is damaged (its magic has changed)")
+    if version < 1 or length > MAX_BODY or covered + length + TAIL != size:
+        raise DigestError(f"its digest record is damaged (version {version}, body of {length} bytes, "
+                          f"{covered} bytes covered of {size})")
+    if version > VERSION:
+        raise DigestError(f"its digest record has format version {version}, and this jitflow reads {VERSION}: "
+                          "update jitflow (or the record is damaged)")
+    try:
+        fields = json.loads(read_at(covered, length))
+    except (ValueError, RecursionError):
+        raise DigestError("its digest record is damaged (its body is not JSON)") from None
+    if not isinstance(fields, dict):
+        raise DigestError("its digest record is damaged (its body is not a JSON object)")
+    return Record(version, covered, length, tail[HEADER.size:], fields)
+
+
+def _hashed(fd: int, length: int) -> Any:
+    """A sha256 fed the first `length` bytes of the file at `fd`, read once in chunks (LibraryFormatError
+    when the file is shorter: it shrank while being read)."""
+    h = hashlib.sha256()
+    buffer = memoryview(bytearray(min(_CHUNK, max(length, 1))))
+    done = 0
+    while done < length:
+        n = os.preadv(fd, [buffer[:min(len(buffer), length - done)]], done)
+        if n <= 0:
+            raise LibraryFormatError(f"truncated: the file ended at {done} bytes while its digest was checked")
+        h.update(buffer[:n])
+        done += n
+    return h
+
+
+def matches(fd: int, record: Record) -> bool:
+    """Whether the file's bytes before the digest hash to the digest its record states."""
+    return _hashed(fd, record.covered + record.length + HEADER.size).digest() == record.digest
+
+
+def body(fields: dict[str, Any]) -> bytes:
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+
+def seal(path: str | os.PathLike, fields: dict[str, Any]) -> None:
+    """Append the record (stating `fields`) to the library just linked at `path`."""
+    raw = body(fields)
+    if len(raw) > MAX_BODY:
+        raise ValueError(f"digest record body of {len(raw)} bytes")
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        covered = os.fstat(fd).st_size
+        h = _hashed(fd, covered)
+        tail = raw + HEADER.pack(MAGIC, VERSION, len(raw), covered)
+        h.update(tail)
+        os.pwrite(fd, tail + h.digest(), covered)
+    finally:
+        os.close(fd)
+
