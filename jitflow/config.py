@@ -44,7 +44,7 @@ ENVIRONMENT = {
     "JITFLOW_REMOTE_CACHE_TIMEOUT": ("2", "seconds before a shared-tier request gives up (then local only)"),
     "JITFLOW_REMOTE_CACHE_LOCK_TTL": ("30", "seconds the cluster build lock lives unless its builder renews it"),
     "JITFLOW_TEST_DIE_ONCE": ("unset", "for tests of build farms: a folder; a worker whose key has a file of "
-                                       "that name there removes it and dies (so its task is retried once)"),
+                                       "that name there removes it and dies mid-build (its task is retried once)"),
     "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
     "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,13 @@ from ..errors import KeyMismatchError
 
 #: largest entry handed back (a library with every source; CUDA fatbins for many archs are MBs)
 MAX_ENTRY_BYTES = 1 << 30
+
+
+def _staging_of(exe: Any) -> Path:
+    from ..cache import location
+
+    cache = location.open_cache(exe.settings).for_building()
+    return Path(getattr(cache, "staging_root", "/nonexistent"))
 
 
 def key_difference(mine: Any, theirs: Any, path: str = "") -> list[str]:
@@ -37,8 +45,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _die_if_armed(key: str) -> None:
-    """The tests' way to kill a worker in the middle of a task (config.die_once_folder): once per file."""
+def _die_if_armed(key: str, staging: Path) -> None:
+    """The tests' way to kill a worker in the middle of a build (config.die_once_folder), once per
+    file: a watcher ends the process as soon as the key's staging folder exists, that is while the
+    build holds the key's lock and has written part of its entry."""
     folder = config.die_once_folder()
     if folder is None:
         return
@@ -47,7 +57,15 @@ def _die_if_armed(key: str) -> None:
             armed.unlink()              # only one process can remove it: that one dies
         except OSError:
             continue
-        os._exit(70)
+        threading.Thread(target=_exit_once_staging, args=(staging, key), daemon=True).start()
+        return
+
+
+def _exit_once_staging(staging: Path, key: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(staging.glob(f"{key[:16]}.*")):
+        time.sleep(0.0005)
+    os._exit(70)
 
 
 def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
@@ -67,7 +85,7 @@ def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
         if mine.digest != wire["key"]:
             diff = key_difference(as_json(mine.inputs), as_json(wire["inputs"]))
             raise KeyMismatchError(wire["key"], mine.digest, diff)
-        _die_if_armed(wire["key"])
+        _die_if_armed(wire["key"], _staging_of(exe))
         info = exe.build()
         folder = Path(info.library).parent            # root/entries/<shard>/<key>/lib.so
         origin = wire["origin"]

@@ -37,8 +37,8 @@ def cluster(tmp_path_factory, zig_cache):
         pytest.fail(f"the farm's shared-tier test needs Redis in CI: {redis_missing()}")
     env = {"JITFLOW_CACHE_DIR": str(root / "workers"), "JITFLOW_ZIG_CACHE_DIR": str(zig_cache),
            "JITFLOW_TEST_DIE_ONCE": str(root / "die")}
-    if redis is not None:
-        env.update(JITFLOW_REMOTE_CACHE=redis.url, JITFLOW_REMOTE_CACHE_KEY=SECRET)
+    if redis is not None:   # a worker killed while it holds the tier's lock holds up the retry for the TTL
+        env.update(JITFLOW_REMOTE_CACHE=redis.url, JITFLOW_REMOTE_CACHE_KEY=SECRET, JITFLOW_REMOTE_CACHE_LOCK_TTL="3")
     (root / "die").mkdir()
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
