@@ -108,7 +108,7 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
             found = _build_and_store(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
             shared.share()
     if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
-        admin.prune(cache, max_size=settings.cache_max_size, keep=key)
+        admin.after_publish(cache, key, settings.cache_max_size)
     return found
 
 

@@ -1,5 +1,7 @@
 """How a cache was used, kept across processes: hits, misses, shared-tier hits, builds, the time
-builds took and the time hits saved (`jitflow cache stats`, like `ccache -s`).
+builds took and the time hits saved (`jitflow cache stats`, like `ccache -s`); and what its entries
+weigh, as far as the processes that published and pruned them know (`entries_bytes`: None when
+unknown), so that a build checks the size cap without walking every entry (admin.after_publish).
 
 The totals are one small JSON file in the cache's version folder, always RECORD bytes long (padded
 with spaces). A process adds to them under an exclusive flock of the file (released by the OS if
@@ -29,7 +31,7 @@ _NOT_BUILDING = ("wait", "shared tier")
 
 
 def _zeros() -> dict[str, Any]:
-    return {**dict.fromkeys(COUNTS, 0), **dict.fromkeys(SECONDS, 0.0), "since": None}
+    return {**dict.fromkeys(COUNTS, 0), **dict.fromkeys(SECONDS, 0.0), "since": None, "entries_bytes": None}
 
 
 def _parse(data: bytes) -> dict[str, Any]:
@@ -45,6 +47,9 @@ def _parse(data: bytes) -> dict[str, Any]:
                 totals[name] = type(totals[name])(value)
         if isinstance(found.get("since"), (int, float)) and not isinstance(found.get("since"), bool):
             totals["since"] = float(found["since"])
+        size = found.get("entries_bytes")
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            totals["entries_bytes"] = size
     return totals
 
 
@@ -88,8 +93,37 @@ def add(root: Path, **deltas: float) -> None:
 
 
 def zero(root: Path) -> None:
-    """Set every total back to zero, from now (`cache stats --zero`)."""
-    _locked(root, lambda _totals: dict(_zeros(), since=time.time()))
+    """Set every total back to zero, from now (`cache stats --zero`); the entries' size is left."""
+    _locked(root, lambda totals: dict(_zeros(), since=time.time(), entries_bytes=totals["entries_bytes"]))
+
+
+def grow(root: Path, added: int) -> int | None:
+    """Add a published entry's bytes to the entries' size; the new size, or None when it is unknown."""
+    grown: list[int | None] = []
+
+    def change(totals: dict[str, Any]) -> dict[str, Any]:
+        if totals["entries_bytes"] is not None:
+            totals["entries_bytes"] += added
+        grown.append(totals["entries_bytes"])
+        return totals
+
+    try:
+        _locked(root, change)
+    except OSError:
+        return None
+    return grown[0] if grown else None
+
+
+def set_size(root: Path, size: int | None) -> None:
+    """Record the entries' size as counted by a walk of the cache (None: unknown)."""
+    def change(totals: dict[str, Any]) -> dict[str, Any]:
+        totals["entries_bytes"] = size
+        return totals
+
+    try:
+        _locked(root, change)
+    except OSError:
+        pass
 
 
 def build_seconds(meta: dict[str, Any]) -> float:

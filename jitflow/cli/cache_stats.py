@@ -26,6 +26,7 @@ def stats_data(settings: Any, cache: Any) -> dict[str, Any]:
     from ..cache import counters
 
     totals = counters.read(cache.root)
+    totals.pop("entries_bytes")         # the size cap's bookkeeping: `cache info` has the real size
     lookups = totals["hits"] + totals["misses"]
     return {"schema": STATS_SCHEMA, "location": str(settings.cache_dir), **totals,
             "hit_rate": totals["hits"] / lookups if lookups else None}

@@ -113,13 +113,14 @@ def _build_here(exe: Any, note: str) -> BuildResult:
 
 def _prune(sent: list[Any]) -> None:
     """Keep the caches the workers' entries went into under their size caps (once per sweep)."""
-    from ..cache import admin
+    from ..cache import admin, counters
 
     caches: dict[str, tuple[Cache, int]] = {}
     for exe in sent:
         cache = _cache_of(exe)
         caches.setdefault(str(cache.root), (cache, exe.settings.cache_max_size))
     for cache, cap in caches.values():
+        counters.set_size(cache.root, None)        # entries came in without their sizes: walk once
         admin.prune(cache, max_size=cap)
 
 
