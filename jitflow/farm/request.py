@@ -85,6 +85,8 @@ def _ir_json(mod: Any) -> tuple[str, dict[str, bytes], list[list[Any]]]:
         text = tvm.ir.save_json(mod)
     except Exception as exc:  # noqa: BLE001 - any object TVM cannot serialize
         raise NotPortable(f"TVM cannot write its IR as JSON ({str(exc).splitlines()[0][:200]})") from None
+    if f'"{_TENSOR_NODE}"' not in text:
+        return text, {}, []              # kernels: no tensor to take out, nothing to parse
     graph = json.loads(text)
     weights: dict[str, bytes] = {}
     tensors = []
