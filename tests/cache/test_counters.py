@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import kernels
-from conftest import ROOT, TESTS, run_python, start_python
+from conftest import ROOT, TESTS, start_python
 
 import jitflow
 from jitflow.cache import counters
@@ -87,4 +87,3 @@ def test_cache_ls_names_an_entry_by_its_name_else_its_functions(cache_dir, tmp_p
     text = jf("cache", "ls").stdout
     assert "tile 8x16" in text and f"{module}:k" in text
     assert any(line.split()[1] == "main" for line in text.splitlines()[1:])          # the unnamed one
-    run_python("import jitflow, kernels\nassert jitflow.compile(kernels.axpb(960.0), 'c').build().outcome == 'hit'")
