@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.jitflow-installed
 
-.PHONY: demo test soak gpu-artifacts bench clean
+.PHONY: demo test test-ray soak gpu-artifacts bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,16 @@ demo: $(STAMP)
 
 # the whole suite, one worker per core (tests needing a GPU are skipped where there is none)
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto --dist loadfile
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not ray"
+
+# build_all on a local Ray cluster (the tests start one of 2 CPUs); installs the ray extra first if needed
+RAY_STAMP := $(VENV)/.jitflow-ray-installed
+$(RAY_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[cuda,dev,ray]'
+	touch $(RAY_STAMP)
+
+test-ray: $(RAY_STAMP)
+	$(PY) -m pytest -q -m ray tests/farm
 
 # the long repetitions (tests marked slow): the kill test 100 times, the prune-while-reading race 20 times,
 # races of 16 processes

@@ -2,6 +2,11 @@
 keep the fastest. Runs on the CPU target; the same code builds CUDA candidates.
 
     python examples/autotune_build_all.py [--jobs 2]
+    python examples/autotune_build_all.py --backend ray [--address HEAD:6379]    # on a Ray cluster
+
+With --backend ray the builds run as Ray tasks (pip install 'jitflow[ray]'): on the cluster at
+--address, else on a local one started here. Either way every library lands in this machine's
+cache, so the timing loop below loads hits. `jitflow cache ls` then lists the candidates by name.
 """
 import argparse
 import time
@@ -37,11 +42,17 @@ def candidate(tile_i: int, tile_j: int) -> tvm.IRModule:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--address", default=None, help="a Ray cluster's head (with --backend ray)")
     args = parser.parse_args()
+    if args.backend == "ray" and args.address:
+        import ray
+
+        ray.init(address=args.address)
     tiles = [(ti, tj) for ti in (4, 8, 16, 32) for tj in (8, 16, 32, 64)]
-    exes = [jitflow.compile(candidate(ti, tj), "c") for ti, tj in tiles]
+    exes = [jitflow.compile(candidate(ti, tj), "c", name=f"matmul tile {ti}x{tj}") for ti, tj in tiles]
     start = time.perf_counter()
-    results = jitflow.build_all(exes, jobs=args.jobs)
+    results = jitflow.build_all(exes, jobs=args.jobs, backend=args.backend)
     built = sum(r.outcome == "built" for r in results)
     print(f"{len(exes)} candidates: {built} built, {len(exes) - built} from the cache, "
           f"in {time.perf_counter() - start:.1f} s")

@@ -46,6 +46,8 @@ ENVIRONMENT = {
     "JITFLOW_REMOTE_CACHE_MAX_BYTES": ("64MiB", "largest entry sent to the shared tier (a size: 16MiB, 50MB)"),
     "JITFLOW_REMOTE_CACHE_TIMEOUT": ("2", "seconds before a shared-tier request gives up (then local only)"),
     "JITFLOW_REMOTE_CACHE_LOCK_TTL": ("30", "seconds the cluster build lock lives unless its builder renews it"),
+    "JITFLOW_TEST_DIE_ONCE": ("unset", "for tests of build farms: a folder; a worker whose key has a file of "
+                                       "that name there removes it and dies mid-build (its task is retried once)"),
     "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
     "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
 }
@@ -137,6 +139,12 @@ def progress_mode() -> str:
 def cuda_toolkit_homes() -> tuple[Path, ...]:
     """The CUDA toolkit folders the environment names: CUDA_HOME, then CUDA_PATH (those set)."""
     return tuple(Path(home) for home in (os.environ.get(var, "").strip() for var in CUDA_HOME_VARIABLES) if home)
+
+
+def die_once_folder() -> Path | None:
+    """JITFLOW_TEST_DIE_ONCE (for tests): the folder of keys whose build farm task dies once, or None."""
+    raw = os.environ.get("JITFLOW_TEST_DIE_ONCE", "").strip()
+    return Path(raw) if raw else None
 
 
 def default_cache_dir() -> Path:

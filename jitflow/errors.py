@@ -132,3 +132,16 @@ class RemoteCacheError(JitflowError):
 
 class RemoteEntryError(RemoteCacheError):
     """A shared-tier entry failed its checks (signature, sha256, format): it is refused and rebuilt."""
+
+
+class KeyMismatchError(JitflowError):
+    """A build farm worker computed another cache key than the caller for the same request: something
+    the key covers differs between the two processes (tool versions, registrations, environment).
+    The worker refuses to build, and the caller builds the item itself."""
+
+    def __init__(self, caller_key: str, worker_key: str, differences: Sequence[str] = ()) -> None:
+        self.caller_key, self.worker_key, self.differences = caller_key, worker_key, list(differences)
+        where = "; ".join(self.differences) or "inputs the request does not carry"
+        super().__init__(f"the worker's key {worker_key[:12]} is not the caller's {caller_key[:12]} ({where}): "
+                         "give the workers the same jitflow, TVM and zig versions and the same registrations, "
+                         "or build these items here")

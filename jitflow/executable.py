@@ -10,6 +10,7 @@ from typing import Any
 from . import config, export_path, pass_context, pipeline
 from .builder import prepare
 from .builder.clock import BuildInfo
+from .cache import location
 from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .formats.vm_program import KIND as VM_KIND
@@ -77,6 +78,28 @@ class Executable:
             if self._key is None:
                 self._key = cache_key(self._mod, self.target, self.settings, self.options, self._in_process)
             return self._key
+
+    @property
+    def cache_key(self) -> CacheKey:
+        """The key with the inputs it was taken over (what a build farm's worker checks)."""
+        return self._cache_key()
+
+    @property
+    def in_process(self) -> InProcess:
+        """The caller's objects this build uses that do not travel (its PassContext, a Relax Pass)."""
+        return self._in_process
+
+    def cached(self) -> bool:
+        """Whether the library is in the cache now (looks only: nothing is built or loaded)."""
+        if not self.settings.cache_enabled:
+            return False
+        key = self._cache_key()
+        for cache in location.open_cache(self.settings).search():
+            found = cache.lookup(key.digest, key.inputs)
+            if found is not None:
+                found[0].close()
+                return True
+        return False
 
     def _obtain(self) -> pipeline.Obtained:
         """The verified library, held open, and its metadata: close it (a `with` block) when done."""
@@ -209,7 +232,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
             cuda_floor: str | float | None = None, cache_salt: str | None = None,
-            cpu_level: str | None = None) -> Executable:
+            cpu_level: str | None = None, name: str | None = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
@@ -229,6 +252,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     architecture's baseline, which every CPU of it runs): "x86-64-v2", "x86-64-v3", "x86-64-v4";
     "armv8.2-a", "neoverse-n1", "neoverse-v1", "neoverse-v2" for aarch64; "native" (this machine's
     CPU, resolved now to its concrete features). The library then loads only where the CPU has them.
+    name: a label for the cache entry (`jitflow cache ls` shows it); not part of the key.
     """
     import tvm
 
@@ -249,12 +273,14 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
+    if name is not None and not isinstance(name, str):
+        raise InvalidInputError(f"name must be a string (a label for the cache entry), not {type(name).__name__}")
     pipeline_name, pipeline_pass = None, None
     if prepare.is_relax(mod):
         pipeline_name, pipeline_pass = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")
-    options = BuildOptions.make(pass_config, device_options, relax_pipeline=pipeline_name,
+    options = BuildOptions.make(pass_config, device_options, relax_pipeline=pipeline_name, label=name,
                                 # None: the compiler's major version .0, found when first needed (Executable.options)
                                 cuda_floor=settings.cuda_floor if spec.is_cuda else None, cpu_level=level)
     return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))

@@ -43,16 +43,18 @@ class BuildOptions:
     #: how much of the CPU the host code may use (target/cpu_level.py), resolved: native is already
     #: a concrete CPU and feature list here; None for the architecture's baseline
     cpu_level: CpuLevel | None = None
+    #: a label for the cache entry (compile(name=...), the command line's FILE.py:NAME); not keyed
+    label: str | None = None
 
     @classmethod
     def make(cls, pass_config: Mapping[str, Any] | None = None, device_options: Sequence[str] = (),
              cuda_floor: CudaVersion | str | None = None, relax_pipeline: str | None = None,
-             cpu_level: CpuLevel | None = None) -> BuildOptions:
+             cpu_level: CpuLevel | None = None, label: str | None = None) -> BuildOptions:
         """Options from already checked arguments (jitflow.compile checks them)."""
         return cls(pass_config_items=tuple(sorted(dict(pass_config or {}).items())),
                    device_options=tuple(device_options),
                    cuda_floor=None if cuda_floor is None else parse(cuda_floor),
-                   relax_pipeline=relax_pipeline, cpu_level=cpu_level)
+                   relax_pipeline=relax_pipeline, cpu_level=cpu_level, label=label)
 
     @property
     def pass_config(self) -> dict[str, Any]:
@@ -65,16 +67,17 @@ class BuildOptions:
 
     def to_json(self) -> dict[str, Any]:
         """The options as JSON-able data (from_json reads it back into an equal value)."""
-        return {"pass_config": self.pass_config, "device_options": list(self.device_options),
+        data = {"pass_config": self.pass_config, "device_options": list(self.device_options),
                 "cuda_floor": None if self.cuda_floor is None else str(self.cuda_floor),
                 "relax_pipeline": self.relax_pipeline,
                 "cpu_level": None if self.cpu_level is None else self.cpu_level.to_json()}
+        return data if self.label is None else dict(data, label=self.label)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
         """Options from what to_json gave."""
         return cls.make(data.get("pass_config"), data.get("device_options", ()), data.get("cuda_floor"),
-                        data.get("relax_pipeline"), CpuLevel.from_json(data.get("cpu_level")))
+                        data.get("relax_pipeline"), CpuLevel.from_json(data.get("cpu_level")), data.get("label"))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from . import pass_context
 from .builder.clock import BuildInfo, Clock
 from .builder.progress import Progress
 from .builder.steps import build_into
-from .cache import admin, location
+from .cache import admin, counters, location
 from .cache.disk import Cache
 from .cache.entry import LIBRARY
 from .cache.failed import keep_sources
@@ -84,6 +84,8 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
         else:
             found = _build_once(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
     info.total, info.library = time.perf_counter() - start, found[0].path
+    if isinstance(cache, Cache):
+        counters.record(cache.root, info.outcome, info.total, found[1])
     log.info("jitflow: %s%s", info, " (cache disabled)" if isinstance(cache, NullCache) else "")
     return Obtained(found[0], found[1], info, cache)
 
@@ -106,7 +108,7 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
             found = _build_and_store(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
             shared.share()
     if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
-        admin.prune(cache, max_size=settings.cache_max_size, keep=key)
+        admin.after_publish(cache, key, settings.cache_max_size)
     return found
 
 

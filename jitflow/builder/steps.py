@@ -106,7 +106,9 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)
+    named = {"name": options.label} if options.label else {}     # what `cache ls` calls the entry
     return {
+        **named,
         "functions": lowered.functions,
         "target": {"kind": spec.kind, "archs": list(spec.archs), "host": spec.host},
         "cuda": bool(lowered.devices),

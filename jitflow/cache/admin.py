@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import counters
 from .disk import Cache
 from .entry import Entry, discard, target_of, target_text
 from .key_lock import LockTimeout
@@ -41,13 +42,14 @@ class EntryInfo:
     readable: bool = True
     kind: str = "?"
     archs: list[str] = field(default_factory=list)
+    name: str | None = None        # compile(name=...) or the command line's FILE.py:NAME
     problem: str | None = None    # why its metadata cannot be used (it is refused, rebuilt when next used)
 
     def to_json(self) -> dict[str, Any]:
         """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
         known = self.readable
         return {"key": self.key, "path": str(self.path), "size": self.size, "created": self.created,
-                "last_used": self.last_used, "functions": self.functions, "readable": known,
+                "last_used": self.last_used, "functions": self.functions, "name": self.name, "readable": known,
                 "kind": self.kind if known else None, "archs": self.archs,
                 "host": self.host if known and self.host != "?" else None, "target": self.target if known else None,
                 "problem": self.problem}
@@ -101,7 +103,8 @@ def entries(cache: Cache) -> list[EntryInfo]:
                 functions=list(meta.get("functions", [])) if meta else [],
                 target=target_text(target, host=False) if target else "?",
                 host=target.get("host") or "?", readable=meta is not None,
-                kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem))
+                kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
+                name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None))
     return found
 
 
@@ -187,12 +190,29 @@ def prune(cache: Cache, max_size: int | None = None, older_than: float | None = 
                 report.kept.append((e, hold_reason(cache, e.key, grace) or KEPT_ERROR))
     if removed and not dry_run:
         log.info("jitflow: evicted %d cache entries (%d bytes)", len(removed), sum(e.size for e in removed))
+    if not dry_run:
+        counters.set_size(cache.root, total)      # what a walk found: later builds add to it
     return removed
+
+
+def after_publish(cache: Cache, key: str, max_size: int) -> list[EntryInfo]:
+    """Keep the cache under `max_size` after `key` was published (built or fetched here): prune()
+    only when the entries may be over the cap. The entries' size is kept in the counters' record
+    (a walk of every entry costs some 0.1 ms an entry, which a sweep of thousands would pay at every
+    build); when it is unknown, or over the cap, the cache is walked and pruned, and the size
+    recorded again. Stale staging folders are removed either way."""
+    for folder in _stale_staging(cache, STALE_STAGING_SECONDS):
+        shutil.rmtree(folder, ignore_errors=True)
+    size = counters.grow(cache.root, folder_size(cache.entry_dir(key)))
+    if size is not None and size <= max_size:
+        return []
+    return prune(cache, max_size=max_size, keep=key)
 
 
 def clear(cache: Cache, report: PruneReport | None = None) -> int:
     """Remove every entry (entries being built are skipped); returns how many were removed."""
     count = 0
+    counters.set_size(cache.root, None)          # the next build walks the cache again
     for e in entries(cache):
         gone = remove_entry(cache, e.key, grace=0)
         count += gone

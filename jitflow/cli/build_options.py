@@ -131,4 +131,4 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
                               pass_config=pass_config(args.pass_config), device_options=list(args.device_option),
                               cache=False if args.no_cache else None, cache_dir=args.cache_dir,
                               relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor,
-                              cpu_level=args.cpu_level)
+                              cpu_level=args.cpu_level, name=spec)

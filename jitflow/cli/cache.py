@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import cache_prune
+from . import cache_prune, cache_stats
 from .cache_common import (ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, note_refused,
                            open_cache)
 from .exit_codes import EXIT_NO, EXIT_OK
@@ -15,18 +15,18 @@ INFO_SCHEMA = "jitflow.cache-info/1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="list, measure, prune or clear the cache",
+    p = sub.add_parser("cache", help="list, measure, count, prune or clear the cache",
                        description="See and manage jitflow's cache (JITFLOW_CACHE_DIR).")
     cache_dir_option(p)
     csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
-    ls = csub.add_parser("ls", help="one line per entry: key, functions, target, host, size, times")
+    ls = csub.add_parser("ls", help="one line per entry: key, module, target, host, size, times")
     json_option(ls, LS_SCHEMA)
     ls.set_defaults(func=run_ls)
     info = csub.add_parser("info", help="location, entries by host, sizes (with zig's cache), cap, shared tier",
                            description="Exit status 1 when the cache folder cannot be used.")
     json_option(info, INFO_SCHEMA)
     info.set_defaults(func=run_info)
-    for action in (ls, info, *cache_prune.register(csub)):
+    for action in (ls, info, *cache_prune.register(csub), *cache_stats.register(csub)):
         cache_dir_option(action, argparse.SUPPRESS)   # also after the action: cache ls --cache-dir DIR
 
 

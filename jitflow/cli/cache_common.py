@@ -7,7 +7,7 @@ from typing import Any
 
 from .output import human_size, when
 
-ENTRY_HEADER = ["key", "functions", "target", "host", "size", "created", "last used"]
+ENTRY_HEADER = ["key", "module", "target", "host", "size", "created", "last used"]
 SIZE_COLUMN = 4
 
 
@@ -39,8 +39,10 @@ def _functions(names: list[str]) -> str:
 
 
 def entry_row(e: Any) -> list[str]:
-    """One cache entry (admin.EntryInfo) as a row under ENTRY_HEADER."""
-    return [e.key[:12], _functions(e.functions) if e.readable else "(unreadable)", e.target, e.host,
+    """One cache entry (admin.EntryInfo) as a row under ENTRY_HEADER: the module is the name it was
+    built under (FILE.py:NAME on the command line, compile(name=...)), else its functions."""
+    module = (e.name or _functions(e.functions)) if e.readable else "(unreadable)"
+    return [e.key[:12], module, e.target, e.host,
             human_size(e.size), when(e.created), when(e.last_used)]
 
 

@@ -36,10 +36,10 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
         log.info("jitflow: %s need zig's compiler runtime", ", ".join(sorted(missing)))
         if show:
             show(f"building zig's compiler runtime for {host} (once per machine)")
-    zig.run([*zig.flags(host, cwd), "-shared", "-nodefaultlibs" if missing else "-nostdlib",
-             "-Wl,--build-id=none", *[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive,
-             "-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)], "-o", out.name],
-            cwd=cwd, zig_cache=zig_cache, local_cache=local_cache)
+    zig.link(["-shared", "-nodefaultlibs" if missing else "-nostdlib", "-Wl,--build-id=none"],
+             [*[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive],
+             ["-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)]], out.name, host, cwd,
+             zig_cache, local_cache)
     marker.unlink(missing_ok=True)
     fields: dict[str, Any] = {"needs": sorted(set(needs))}
     if cpu is not None:

@@ -1,14 +1,19 @@
-"""The C toolchain: the zig cc bundled in the `ziglang` wheel (no system compiler, no LLVM install)."""
+"""The C toolchain: the zig cc bundled in the `ziglang` wheel (no system compiler, no LLVM install).
+
+Compiles and links run the command zig cc would run (`zig clang ...`, `zig ld.lld ...`), asked for
+once per process (zig_direct.py): some 12 ms of CPU less per small library, which a tuning sweep
+builds by the hundred. If a direct command fails, zig cc runs the same step, and its result stands.
+"""
 from __future__ import annotations
 
 import os
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..errors import CompileError, ToolMissingError
-from . import dist_info, environment
+from . import dist_info, environment, zig_direct, zig_pch
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
 #: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
@@ -64,23 +69,36 @@ class Job:
 
     zig_cache is zig's global cache (the per-user toolchain folder, see zig_cache.py); local_cache,
     where zig keeps the objects of this one build, defaults to it (give a build's own folder so that
-    its objects go away with it).
+    its objects go away with it). `direct`, when given, is the command to run first in place of
+    `zig <tool> ARGS` (which then runs only if it fails, after `direct_failed()` is called).
     """
 
     def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None,
-                 local_cache: Path | None = None, tool: str = "cc") -> None:
+                 local_cache: Path | None = None, tool: str = "cc", direct: Sequence[str] | None = None,
+                 direct_failed: Callable[[], None] | None = None) -> None:
         self.command = [zig_binary(), tool, *args]
         self.tool = f"zig {tool}"
         self.source = source
+        self._cwd, self._env = cwd, _env(zig_cache, local_cache or zig_cache)
+        self._fallback = self.command if direct else None
+        self._direct_failed = direct_failed
+        self.proc = self._start(list(direct) if direct else self.command)
+
+    def _start(self, command: list[str]) -> subprocess.Popen:
         try:
-            self.proc = subprocess.Popen(self.command, cwd=cwd, env=_env(zig_cache, local_cache or zig_cache),
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            return subprocess.Popen(command, cwd=self._cwd, env=self._env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         except OSError as exc:
-            raise CompileError(self.tool, self.command, str(exc), source) from None
+            raise CompileError(self.tool, command, str(exc), self.source) from None
 
     def wait(self) -> str:
         """Wait for zig; raise CompileError with the command and log on failure."""
         out, _ = self.proc.communicate()
+        if self.proc.returncode != 0 and self._fallback and self.proc.returncode > 0:   # not killed
+            if self._direct_failed is not None:
+                self._direct_failed()
+            self._fallback, self.proc = None, self._start(self._fallback)
+            out, _ = self.proc.communicate()
         if self.proc.returncode != 0:
             raise CompileError(self.tool, self.command, out, self.source)
         return out
@@ -115,5 +133,51 @@ def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: s
     """Start compiling C source -> position-independent object file for zig's CPU `cpu` (None: the
     baseline); call .wait() on the result."""
     cwd = out.parent
-    return Job([*flags(host, cwd, cpu), *[f"-I{d}" for d in include_dirs], "-c", os.path.relpath(source, cwd),
-                "-o", out.name], cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache)
+    relative = os.path.relpath(source, cwd)
+    includes = tuple(f"-I{d}" for d in include_dirs)
+    probe = _compile_probe(host, includes, str(zig_cache), cpu)
+    direct = probe.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
+        if probe else None
+    header = _header(probe, source, zig_cache) if direct else None
+    if header is not None:
+        direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]
+    return Job([*flags(host, cwd, cpu), *includes, "-c", relative, "-o", out.name],
+               cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct,
+               direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None)
+
+
+def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path) -> Path | None:
+    """The precompiled header of the directives `source` starts with (zig_pch.py), or None."""
+    try:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            directives = zig_pch.leading_directives(f.read(8192))
+    except OSError:
+        return None
+    if probe is None or directives is None:
+        return None
+    return zig_pch.header_for(probe, directives, zig_cache, _env(zig_cache, zig_cache))
+
+
+def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,
+         zig_cache: Path, local_cache: Path | None = None) -> str:
+    """Run `zig cc FLAGS BEFORE INPUTS AFTER -o OUT` in cwd (its linker directly, as zig would run it)."""
+    probe = _link_probe(host, tuple(before), tuple(after), str(zig_cache))
+    direct = probe.instantiate(str(cwd), {zig_direct.OBJECT: list(inputs), zig_direct.LIBRARY: [out]}) \
+        if probe else None
+    return Job([*flags(host, cwd), *before, *inputs, *after, "-o", out], cwd, zig_cache,
+               local_cache=local_cache, direct=direct).wait()
+
+
+@lru_cache(maxsize=16)
+def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str,
+                   cpu: str | None = None) -> zig_direct.Probe | None:
+    if any(any(c.isspace() for c in d) for d in includes):
+        return None
+    return zig_direct.probe_compile(zig_binary(), lambda folder: [*flags(host, folder, cpu), *includes],
+                                    lambda local: _env(Path(zig_cache), local))
+
+
+@lru_cache(maxsize=16)
+def _link_probe(host: str, before: tuple[str, ...], after: tuple[str, ...], zig_cache: str) -> zig_direct.Probe | None:
+    return zig_direct.probe_link(zig_binary(), lambda folder: flags(host, folder), before, after,
+                                 lambda local: _env(Path(zig_cache), local))

@@ -35,6 +35,29 @@ def test_cap_evicts_least_recently_used_when_a_build_lands(cache_dir, monkeypatc
     assert left == {exes[0].key, exes[2].key, newest.key}
 
 
+def test_builds_under_the_cap_do_not_walk_the_cache_and_the_cap_still_holds(cache_dir, monkeypatch):
+    walks = []
+    real_entries = cache_admin.entries
+    monkeypatch.setattr(cache_admin, "entries", lambda cache: walks.append(1) or real_entries(cache))
+    first = [jitflow.compile(kernels.axpb(230.0 + i), "c") for i in range(3)]
+    for exe in first:
+        exe.build()
+    assert len(walks) == 1                    # the first build walked (the size was unknown), then none
+    size = sum(e.size for e in real_entries(Cache(cache_dir)))
+    from jitflow.cache import counters
+
+    assert counters.read(cache_dir / "v1")["entries_bytes"] == size      # what the builds added up to
+    for exe, ago in zip(first, (3000, 4000, 2000)):
+        _age(cache_dir, exe, ago)
+    monkeypatch.setenv("JITFLOW_CACHE_MAX_SIZE", str(size + size // 6))   # room for 3.5 entries
+    jitflow.compile(kernels.axpb(239.0), "c").build()
+    assert len(walks) == 2                    # over the cap: walked once, and pruned
+    left = {e.key for e in real_entries(Cache(cache_dir))}
+    assert first[1].key not in left and {first[0].key, first[2].key} <= left
+    cache_admin.clear(Cache(cache_dir))       # entries gone: the size is unknown again
+    assert counters.read(cache_dir / "v1")["entries_bytes"] is None
+
+
 def test_entries_in_grace_period_or_being_built_are_kept(cache_dir):
     a, b = (jitflow.compile(kernels.axpb(300.0 + i), "c") for i in range(2))
     a.jit()

@@ -6,6 +6,7 @@ import stat
 import sys
 
 import kernels
+import pytest
 from conftest import run_python
 from portability import check_portable
 
@@ -75,3 +76,92 @@ def test_same_module_builds_byte_identical_libraries(zig_cache, tmp_path):
                for d in ("one", "two")}
     assert len(digests) == 1
     assert sys.platform.startswith("linux") and os.sep == "/"
+
+
+def _c_file(folder, text):
+    (folder / "src").mkdir(exist_ok=True)
+    path = folder / "src" / "k.c"
+    path.write_text(text)
+    return path
+
+
+def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, zig_cache, monkeypatch):
+    from jitflow.errors import CompileError
+    from jitflow.toolchain import zig
+
+    source = _c_file(tmp_path, "int jitflow_twice(int x) { return 2 * x; }\n")
+    job = zig.compile_object(source, tmp_path / "k.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    job.wait()
+    assert job.proc.args[1:3] == ["clang", "src/k.c"]           # no zig cc process in between
+    direct = (tmp_path / "k.o").read_bytes()
+    assert direct.startswith(b"\x7fELF") and b"jitflow_twice" in direct
+    from jitflow.toolchain import zig_direct
+
+    real = zig_direct.Probe.instantiate      # a direct command that fails where zig cc succeeds
+    monkeypatch.setattr(zig_direct.Probe, "instantiate", lambda self, *a: [*real(self, *a), "-fno-such-flag"])
+    again = zig.compile_object(source, tmp_path / "k2.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    again.wait()
+    assert again.proc.args[1] == "cc" and b"jitflow_twice" in (tmp_path / "k2.o").read_bytes()
+    bad = _c_file(tmp_path, "int broken( {\n")
+    with pytest.raises(CompileError) as failed:
+        zig.compile_object(bad, tmp_path / "b.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl").wait()
+    assert "src/k.c:1:" in failed.value.log and " cc " in str(failed.value.command)    # zig cc has the last word
+
+
+def test_a_link_runs_zigs_linker_directly_and_gives_zig_ccs_bytes(tmp_path, zig_cache, monkeypatch):
+    from jitflow.toolchain import link, zig
+
+    objects = []
+    for n, text in enumerate(["int jitflow_a(int x) { return x + 1; }\n", "int jitflow_b(int x) { return x * 3; }\n"]):
+        source = tmp_path / f"p{n}.c"
+        source.write_text(text)
+        zig.compile_object(source, tmp_path / f"p{n}.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl").wait()
+        objects.append(tmp_path / f"p{n}.o")
+    ran = []
+    real_job = zig.Job
+    monkeypatch.setattr(zig, "Job", lambda *a, **k: ran.append(k.get("direct")) or real_job(*a, **k))
+    link.link_shared(objects, tmp_path / "direct.so", "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    assert ran[-1] is not None and ran[-1][1] == "ld.lld"
+    monkeypatch.setattr(zig, "_link_probe", lambda *a: None)
+    link.link_shared(objects, tmp_path / "zigcc.so", "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+    assert ran[-1] is None
+    assert (tmp_path / "direct.so").read_bytes() == (tmp_path / "zigcc.so").read_bytes()
+    defined, _ = elf_info.symbol_names((tmp_path / "direct.so").read_bytes())
+    assert {"jitflow_a", "jitflow_b"} <= defined
+
+
+TVM_C = """// tvm target: c
+#define TVM_EXPORTS
+#include "tvm/runtime/base.h"
+#include "tvm/ffi/c_api.h"
+#include <math.h>
+int jitflow_sqrt_plus(float x) { return (int)sqrtf(x) + TVM_FFI_VERSION_MAJOR; }
+"""
+
+
+def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_path, monkeypatch):
+    from jitflow.builder.steps import _include_dirs
+    from jitflow.toolchain import zig, zig_pch
+
+    own_zig_cache = tmp_path / "zig"          # this test damages what it makes: not the machine's folder
+    own_zig_cache.mkdir()
+    source = _c_file(tmp_path, TVM_C)
+
+    def compiled(name):
+        job = zig.compile_object(source, tmp_path / name, _include_dirs(), "x86_64-linux-gnu", own_zig_cache,
+                                 tmp_path / "zl")
+        job.wait()
+        return job.proc.args, (tmp_path / name).read_bytes()
+
+    args, with_header = compiled("a.o")
+    headers = list((own_zig_cache / zig_pch.FOLDER).glob("*.pch"))
+    assert len(headers) == 1 and args[1] == "clang" and args[2:4] == ["-include-pch", str(headers[0])]
+    assert compiled("b.o")[1] == with_header and list((own_zig_cache / zig_pch.FOLDER).glob("*.pch")) == headers
+    headers[0].write_bytes(b"not a precompiled header")
+    args, after_damage = compiled("c.o")               # the direct compile fails: zig cc compiles it
+    assert args[1] == "cc" and b"jitflow_sqrt_plus" in after_damage and not headers[0].exists()
+    args, again = compiled("d.o")
+    assert args[2] == "-include-pch" and headers[0].is_file() and again == with_header
+    monkeypatch.setattr(zig, "_header", lambda *a: None)
+    args, without = compiled("e.o")
+    assert "-include-pch" not in args and without == with_header    # the same object bytes

@@ -279,12 +279,7 @@ class Turn:
             count("refusals")
             log.warning("jitflow: refused shared entry %s: %s; rebuilding", self.key[:12], exc)
             return None
-        with self.cache.staging(self.key) as folder:
-            for name, data in files.items():
-                path = folder / name
-                path.parent.mkdir(exist_ok=True)
-                path.write_bytes(data)
-            self.cache.publish(self.key, folder, dict(meta, fetched=time.time()))[0].close()
+        self.cache.install(self.key, dict(meta, fetched=time.time()), files)[0].close()
         found = self.cache.lookup(self.key, self.expect)
         if found is None:  # the local cache refused it (and said why): rebuild over it
             self.rejected.add(digest)

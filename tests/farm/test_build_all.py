@@ -1,6 +1,10 @@
 """build_all: many executables in parallel processes, per-item results, failures isolated."""
 from __future__ import annotations
 
+import io
+import re
+import time
+
 import kernels
 import numpy as np
 import pytest
@@ -8,6 +12,8 @@ import tvm
 
 import jitflow
 from jitflow.errors import InvalidInputError
+from jitflow.farm import BuildResult
+from jitflow.farm.progress import SweepProgress
 
 
 def test_build_all_builds_in_parallel_and_reports_each(cache_dir):
@@ -52,3 +58,22 @@ def test_build_builds_without_loading_and_a_later_jit_is_a_hit(cache_dir):
     assert exe.build().outcome == "hit"
     exe.jit()
     assert exe.build_info.outcome == "hit" and repr(exe).endswith(" loaded>")
+
+
+def test_build_all_refuses_an_unknown_backend(cache_dir):
+    with pytest.raises(InvalidInputError, match="backend must be one of 'local', 'ray'"):
+        jitflow.build_all([jitflow.compile(kernels.axpb(651.0), "c")], backend="dask")
+
+
+def test_sweep_progress_counts_built_hit_failed_and_the_rate():
+    stream = io.StringIO()
+    progress = SweepProgress(3, "here", mode="on", stream=stream, delay=0)
+    for result in (BuildResult(None, True, "built"), BuildResult(None, True, "shared"), BuildResult(None, False)):
+        progress.done(result)
+    deadline = time.monotonic() + 30
+    while not stream.getvalue() and time.monotonic() < deadline:   # the line is drawn by its thread
+        time.sleep(0.01)
+    progress.close()
+    last = stream.getvalue().rstrip("\n").split("\r\x1b[2K")[-1]
+    assert re.fullmatch(r"jitflow: building 3 executables here \| done: 3/3: 1 built, 1 hit, 1 failed, "
+                        r"[0-9.]+/s \| [0-9.]+ s", last), last

@@ -1,0 +1,166 @@
+"""Build throughput of a tuning sweep: N distinct candidates (small matmul kernels with different
+tile sizes, parsed before timing), in one run, by
+
+  - a fork process pool of `tvm.compile(mod, target="llvm")` + `export_library(path.so)` (TVM's path),
+  - jitflow.build_all with local processes (jobs=J),
+  - jitflow.build_all(backend="ray") on a local Ray cluster, at W = 1, 2, 4, ... builds at once,
+
+each in candidates per second, with jitflow's ratio to the pool and Ray's scaling against one worker.
+
+    python benchmarks/sweep.py [--candidates 64] [--jobs 2] [--ray-workers 1,2] [--no-ray]
+    python benchmarks/sweep.py --candidates 256 --jobs 16 --ray-workers 1,2,4,8      # a 16-core machine
+
+Every timed sweep builds keys never built before (a cache salt per sweep; the pool writes new
+files), after a warm-up sweep of other keys that starts the workers and imports TVM in them. Each W
+gets a local Ray cluster of W CPUs, whose workers share this process's cache folder on this
+machine (nothing is copied back). A line says where one candidate's time goes (build
+stages of jitflow in one process, and the CPU time of this process and of the compilers).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import resource
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+N = 128
+_MODS: list = []          # the parsed candidates, inherited by forked pool workers
+_OUT = ""                 # the pool's output folder
+
+
+def candidates(count: int) -> list:
+    """`count` distinct schedules of an NxN matmul: i, j and k split by tile sizes."""
+    import tvm
+
+    import kernels
+
+    tiles = [(ti, tj, tk) for tk in (1, 2, 4, 8, 16, 32, 64) for ti in (1, 2, 4, 8, 16, 32, 64)
+             for tj in (1, 2, 4, 8, 16, 32, 64)]
+    if count > len(tiles):
+        raise SystemExit(f"at most {len(tiles)} candidates")
+    mods = []
+    for ti, tj, tk in tiles[:count]:
+        sch = tvm.s_tir.Schedule(kernels.matmul(N))
+        i, j, k = sch.get_loops(sch.get_sblock("C"))
+        io, ii = sch.split(i, [None, ti])
+        jo, ji = sch.split(j, [None, tj])
+        ko, ki = sch.split(k, [None, tk])
+        sch.reorder(io, jo, ko, ii, ki, ji)
+        mods.append(sch.mod)
+    return mods
+
+
+def _tvm_build(index: int) -> int:
+    import tvm
+
+    tvm.compile(_MODS[index], target="llvm").export_library(os.path.join(_OUT, f"{index}.so"))
+    return index
+
+
+def tvm_pool(mods: list, jobs: int) -> float:
+    """Seconds for the fork pool of TVM's own path over `mods`."""
+    global _MODS, _OUT
+    _MODS, _OUT = mods, tempfile.mkdtemp(prefix="sweep-tvm-")
+    ctx = multiprocessing.get_context("fork")
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        list(pool.map(_tvm_build, range(len(mods))))
+    return time.perf_counter() - start
+
+
+def jitflow_sweep(mods: list, salt: str, jobs: int | None, backend: str) -> float:
+    """Seconds for build_all over `mods` under fresh keys (the salt), all built."""
+    import jitflow
+
+    exes = [jitflow.compile(m, "c", cache_salt=salt) for m in mods]
+    start = time.perf_counter()
+    results = jitflow.build_all(exes, jobs=jobs, backend=backend)
+    seconds = time.perf_counter() - start
+    bad = [r for r in results if not r.ok or r.outcome != "built"]
+    if bad:
+        raise SystemExit(f"{len(bad)} of {len(results)} candidates were not built: {bad[0]!r}")
+    return seconds
+
+
+def where_time_goes(mods: list) -> str:
+    """One process building candidates one after another: its stages and CPU per candidate."""
+    import jitflow
+
+    def cpu() -> tuple[float, float]:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+    jitflow.compile(mods[0], "c", cache_salt="profile warm-up").build()
+    stages: dict[str, float] = {}
+    before, start = cpu(), time.perf_counter()
+    for m in mods:
+        info = jitflow.compile(m, "c", cache_salt="profile").build()
+        for name, seconds in info.stages.items():
+            stages[name] = stages.get(name, 0.0) + seconds
+    wall, after = time.perf_counter() - start, cpu()
+    n = len(mods)
+    shown = ", ".join(f"{name} {1000 * s / n:.1f}" for name, s in stages.items() if s / n >= 0.0005)
+    python, zig = (1000 * (after[k] - before[k]) / n for k in (0, 1))
+    return (f"one candidate in one process: {1000 * wall / n:.1f} ms ({shown} ms); CPU: python {python:.1f} ms, "
+            f"zig (compile and link) {zig:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", type=int, default=64)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="pool and build_all processes")
+    parser.add_argument("--ray-workers", default="1,2", help="comma-separated W for the Ray sweeps")
+    parser.add_argument("--no-ray", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("JITFLOW_CACHE_DIR", tempfile.mkdtemp(prefix="sweep-cache-"))
+    os.environ["JITFLOW_PROGRESS"] = "0"
+    import tvm
+
+    import jitflow
+
+    mods = candidates(args.candidates)
+    warm = candidates(8)
+    tvm.compile(warm[0], target="llvm")                       # LLVM's first use, before forking
+    jitflow.compile(warm[0], "c", cache_salt="warm-up").build()   # zig's probe and stubs, before forking
+    print(f"sweep: {len(mods)} distinct {N}x{N} matmul candidates, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at the start")
+    pool = len(mods) / tvm_pool(mods, args.jobs)
+    print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s", flush=True)
+    local = len(mods) / jitflow_sweep(mods, "local", args.jobs, "local")
+    print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool", flush=True)
+    print(where_time_goes(mods[:16]), flush=True)       # before Ray's threads share this process
+    if not args.no_ray:
+        ray_sweeps(mods, [int(w) for w in args.ray_workers.split(",")], pool)
+
+
+def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:
+    """One local cluster of W CPUs per W (its workers warmed up first), each timed over `mods`."""
+    import ray
+
+    # the workers import jitflow from this checkout, like this process
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "tests"),
+                                                           os.environ.get("PYTHONPATH", "")) if p)
+    one = None
+    for w in workers:
+        ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
+        try:
+            jitflow_sweep(candidates(2 * w), f"ray warm-up {w}", None, "ray")
+            rate = len(mods) / jitflow_sweep(mods, f"ray {w}", None, "ray")
+        finally:
+            ray.shutdown()
+        one = rate if w == 1 else one
+        scaling = f", {rate / one:.2f}x one worker = {rate / one / w:.2f} x W" if one and w > 1 else ""
+        print(f"jitflow build_all(backend='ray'), a local cluster of W={w}: {rate:.1f} candidates/s, "
+              f"{rate / pool:.2f}x the pool{scaling}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""A build farm worker's side of one request: rebuild the Executable, recompute its key, refuse a
+key other than the caller's, build (or find) the library in this worker's own cache, and hand the
+entry back as bytes whose every file carries its sha256 (cache/shared/entry_format.py).
+
+One build at a time per worker: the build runs with JITFLOW_BUILD_JOBS=1 (one compiler) and forks
+nothing. Every error comes back as data with its item; only the worker dying ends a task.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import config
+from ..errors import KeyMismatchError
+
+#: largest entry handed back (a library with every source; CUDA fatbins for many archs are MBs)
+MAX_ENTRY_BYTES = 1 << 30
+
+
+def _staging_of(exe: Any) -> Path:
+    from ..cache import location
+
+    cache = location.open_cache(exe.settings).for_building()
+    return Path(getattr(cache, "staging_root", "/nonexistent"))
+
+
+def key_difference(mine: Any, theirs: Any, path: str = "") -> list[str]:
+    """Where two keys' inputs differ, as 'path: here X, caller Y' lines (the first few)."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        out: list[str] = []
+        for name in sorted(set(mine) | set(theirs), key=str):
+            out += key_difference(mine.get(name), theirs.get(name), f"{path}.{name}" if path else str(name))
+        return out[:6]
+    if mine == theirs:
+        return []
+    return [f"{path or 'inputs'}: here {_short(mine)}, in the caller {_short(theirs)}"]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _die_if_armed(key: str, staging: Path) -> None:
+    """The tests' way to kill a worker in the middle of a build (config.die_once_folder), once per
+    file: a watcher ends the process as soon as the key's staging folder exists, that is while the
+    build holds the key's lock and has written part of its entry."""
+    folder = config.die_once_folder()
+    if folder is None:
+        return
+    for armed in sorted(folder.glob(f"{key}*")):     # <key>, <key>.2, ...: one death each
+        try:
+            armed.unlink()              # only one process can remove it: that one dies
+        except OSError:
+            continue
+        threading.Thread(target=_exit_once_staging, args=(staging, key), daemon=True).start()
+        return
+
+
+def _exit_once_staging(staging: Path, key: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(staging.glob(f"{key[:16]}.*")):
+        time.sleep(0.0005)
+    os._exit(70)
+
+
+def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
+    """Build one request (request.py); returns plain data: ok, outcome, the entry's bytes or
+    in_place, or the error and its type (refused: the key differed)."""
+    from ..cache.entry import as_json
+    from ..cache.shared import entry_format
+
+    os.environ["JITFLOW_BUILD_JOBS"] = "1"       # one build per worker, one compiler per build
+    start = time.perf_counter()
+    reply: dict[str, Any] = {"ok": False, "node": socket.gethostname(), "refused": False}
+    try:
+        from .request import executable
+
+        exe = executable(wire, list(weights))
+        mine = exe.cache_key
+        if mine.digest != wire["key"]:
+            diff = key_difference(as_json(mine.inputs), as_json(wire["inputs"]))
+            raise KeyMismatchError(wire["key"], mine.digest, diff)
+        _die_if_armed(wire["key"], _staging_of(exe))
+        info = exe.build()
+        folder = Path(info.library).parent            # root/entries/<shard>/<key>/lib.so
+        origin = wire["origin"]
+        reply.update(ok=True, outcome=info.outcome,
+                     in_place=origin["host"] == reply["node"] and str(folder.parents[2]) == origin["cache"])
+        if not reply["in_place"]:
+            reply["entry"] = entry_format.pack(folder, wire["key"], None, MAX_ENTRY_BYTES)
+    except Exception as exc:  # noqa: BLE001 - every error goes back with its item
+        reply.update(ok=False, error=str(exc), error_type=type(exc).__name__,
+                     refused=isinstance(exc, KeyMismatchError))
+    reply["seconds"] = time.perf_counter() - start
+    return reply

@@ -1,0 +1,108 @@
+"""The commands zig cc runs, asked for once and reused: compiles and links skip zig cc's own process.
+
+`zig cc` is a driver: for a C file it runs `zig clang ...`, for a link `zig ld.lld ...`, after
+bookkeeping of its own (its cache manifest, some 8 ms of CPU for a small file, 4 ms for a small
+link). With ZIG_VERBOSE_CC / ZIG_VERBOSE_LINK set it prints the command it runs. A probe (a
+one-line C file, compiled and linked once per process and set of flags in a folder of its own)
+gives that command; each build then runs it with its own file names and folder. What zig adds
+for its cache (a dependency file, an output in its cache folder) is left out or pointed at the
+build's own file. Anything unexpected in what zig prints, or a path with a space (zig prints
+commands unquoted), and the caller keeps to zig cc.
+"""
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+PROBE = "jitflow_probe"
+SOURCE, OBJECT, LIBRARY = f"{PROBE}.c", f"{PROBE}.o", f"{PROBE}.so"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A command zig ran in the probe's `folder`, naming the probe's files."""
+
+    folder: str
+    command: tuple[str, ...]
+
+    def instantiate(self, cwd: str, names: dict[str, Sequence[str]]) -> list[str] | None:
+        """The command for a build in `cwd`: each probe file name replaced by the build's names (a
+        name may stand for several, such as a link's inputs); None if it cannot be made."""
+        if _spaced(cwd) or any(_spaced(n) for given in names.values() for n in given):
+            return None
+        argv: list[str] = []
+        for word in self.command:
+            argv += list(names[word]) if word in names else [word.replace(self.folder, cwd)]
+        return None if any(PROBE in word for word in argv) else argv
+
+
+def _spaced(text: str) -> bool:
+    return any(c.isspace() for c in text)
+
+
+def _printed(zig: str, args: list[str], folder: str, env: dict[str, str], variable: str,
+             prefix: str) -> list[str] | None:
+    """The one command zig prints (with `variable` set) that starts with `prefix`, as words."""
+    try:
+        proc = subprocess.run([zig, "cc", *args], cwd=folder, env=dict(env, **{variable: "1"}),
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(prefix)]
+    return lines[0].split(" ") if proc.returncode == 0 and len(lines) == 1 else None
+
+
+def probe_compile(zig: str, flags: Callable[[Path], list[str]], env: Callable[[Path], dict[str, str]]) -> Probe | None:
+    """The `zig clang` command zig cc runs for `flags(folder) -c SOURCE -o OBJECT`, less its
+    dependency file, writing OBJECT itself (`env(local cache)` is zig's environment)."""
+    with tempfile.TemporaryDirectory(prefix="jitflow-probe-") as folder, \
+            tempfile.TemporaryDirectory(prefix="jitflow-probe-cache-") as local:
+        if _spaced(folder) or _spaced(local):
+            return None
+        (Path(folder) / SOURCE).write_text("int jitflow_probe;\n")
+        words = _printed(zig, [*flags(Path(folder)), "-c", SOURCE, "-o", OBJECT], folder, env(Path(local)),
+                         "ZIG_VERBOSE_CC", f"{zig} clang ")
+    if words is None:
+        return None
+    command: list[str] = []
+    dropped = 0
+    it = iter(words)
+    for word in it:
+        if word in ("-MD", "-MV"):
+            continue
+        if word == "-MF":              # zig's dependency file, in its cache
+            next(it, None)
+            dropped += 1
+            continue
+        command.append(word)
+    if dropped != 1 or len(command) < 4 or command[2] != SOURCE or command[-2] != "-o" or local not in command[-1]:
+        return None
+    command[-1] = OBJECT               # zig compiles into its cache, then copies: write the file at once
+    if any(local in word for word in command):
+        return None
+    return Probe(folder, tuple(command))
+
+
+def probe_link(zig: str, flags: Callable[[Path], list[str]], before: Sequence[str], after: Sequence[str],
+               env: Callable[[Path], dict[str, str]]) -> Probe | None:
+    """The `zig ld.lld` command zig cc runs for `flags(folder) BEFORE OBJECT AFTER -o LIBRARY`."""
+    with tempfile.TemporaryDirectory(prefix="jitflow-probe-") as folder, \
+            tempfile.TemporaryDirectory(prefix="jitflow-probe-cache-") as local:
+        if _spaced(folder) or _spaced(local):
+            return None
+        (Path(folder) / SOURCE).write_text("int jitflow_probe;\n")
+        try:
+            made = subprocess.run([zig, "cc", *flags(Path(folder)), "-c", SOURCE, "-o", OBJECT], cwd=folder,
+                                  env=env(Path(local)), capture_output=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if made.returncode != 0:
+            return None
+        words = _printed(zig, [*flags(Path(folder)), *before, OBJECT, *after, "-o", LIBRARY], folder,
+                         env(Path(local)), "ZIG_VERBOSE_LINK", "ld.lld ")
+    if words is None or words.count(OBJECT) != 1 or words.count(LIBRARY) != 1 or any(local in w for w in words):
+        return None
+    return Probe(folder, (zig, *words))

@@ -1,0 +1,101 @@
+"""A precompiled header of the directives a host C file starts with (TVM's `#define TVM_EXPORTS` and
+its includes): made once per machine in zig's cache folder and given to every direct compile of a
+file that starts with the same directives. Reading TVM's headers is some 5 ms of a small file's
+40 ms; the file itself is compiled unchanged (its own includes are then skipped by their guards),
+to the same object bytes.
+
+The header's name is a sha256 of the directives and of the whole compile command, so another zig,
+other flags or other include folders make another header; the directives stay beside it (<name>.h,
+written once). clang checks that the headers it was made from are unchanged; if a compile that
+uses it fails, it is thrown away (and made again by the next compile) and the file is compiled
+again through zig cc. Made in a temporary name and renamed: processes racing to make it each make
+a whole one.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from . import zig_direct
+
+FOLDER = "jitflow-pch"
+_DIRECTIVES = ("#define ", "#include ", "//")
+_known: dict[str, Path] = {}      # this process: header name -> its path, known to exist
+
+
+def leading_directives(text: str) -> str | None:
+    """The lines a C file starts with that are `//` comments, #define or #include lines (None if
+    they include nothing)."""
+    end = 0
+    for line in text.splitlines(keepends=True):
+        if not line.startswith(_DIRECTIVES) or not line.endswith("\n"):
+            break
+        end += len(line)
+    block = text[:end]
+    return block if "#include " in block else None
+
+
+def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: dict[str, str]) -> Path | None:
+    """The precompiled header of `directives` for the compile command of `probe` (made now if it is
+    not there), or None when it cannot be made."""
+    command = [word.replace(probe.folder, "<folder>") for word in probe.command]   # the same in every process
+    name = hashlib.sha256("\0".join([directives, *command]).encode()).hexdigest()[:32] + ".pch"
+    known = _known.get(name)
+    if known is not None and known.is_file():
+        return known
+    path = Path(zig_cache) / FOLDER / name
+    if not path.is_file() and not _make(probe, directives, path, env):
+        return None
+    _known[name] = path
+    return path
+
+
+def _make(probe: zig_direct.Probe, directives: str, path: Path, env: dict[str, str]) -> bool:
+    """Make `path` from the directives, kept beside it as <name>.h (clang reads it again to check it)."""
+    folder = path.parent
+    header = path.with_suffix(".h")
+    partial = folder / f".{path.name}.{os.getpid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if not header.is_file():
+            _write_once(header, directives)
+        command = probe.instantiate(str(folder), {zig_direct.SOURCE: ["-x", "c-header", header.name],
+                                                  zig_direct.OBJECT: [partial.name]})
+        if command is None:
+            return False
+        made = subprocess.run(command, cwd=folder, env=env, capture_output=True, timeout=120)
+        if made.returncode != 0 or not partial.is_file():
+            return False
+        os.replace(partial, path)
+        return True
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _write_once(path: Path, text: str) -> None:
+    """Create `path` whole with `text`, unless it exists: never replaced, so that its time (which
+    clang checks) stays the one the header was made with."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
+
+
+def discard(path: Path) -> None:
+    """Throw a header away (a compile that used it failed): the next compile makes it again."""
+    _known.pop(path.name, None)
+    try:
+        path.unlink()
+    except OSError:
+        pass
