@@ -57,7 +57,7 @@ def _library(given: str | None, folder: str) -> Path:
     import kernels
 
     import jitflow
-    from jitflow.target import visible_gpu_arch
+    from jitflow.targets import visible_gpu_arch
 
     exe = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch=visible_gpu_arch() or "sm_90")
     return exe.export_library(Path(folder) / "vecadd.so")

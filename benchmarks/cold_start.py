@@ -243,7 +243,7 @@ def _probe_library(tmp: Path, level: str, contract: bool) -> Any:
     as TVM's LLVM host does)."""
     import ctypes
 
-    from jitflow.target import cpu_level
+    from jitflow.targets import cpu_level
     from jitflow.toolchain import zig, zig_cache
 
     source, lib = tmp / "probes.c", tmp / f"probes_{level}_{contract}.so"

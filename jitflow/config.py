@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import InvalidInputError
 from .logs import warn_once
-from .target.cuda_floor import CudaVersion
+from .targets.cuda_floor import CudaVersion
 
 CUDA_COMPILERS = ("nvrtc", "nvcc")
 #: where a CUDA toolkit (nvcc, nvdisasm, cuobjdump) is looked for first, in this order
@@ -275,13 +275,13 @@ class Settings:
     cache_salt: str = ""
     build_jobs: int | None = None       # None: the usable cores (builder/host_c/compile.py)
     tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda_flags.py)
-    cpu_level: str | None = None        # a level's name (target/cpu_level.py); None: the baseline
+    cpu_level: str | None = None        # a level's name (targets/cpu_level.py); None: the baseline
     cpu_level_from: str = "cpu_level"   # where it was given, for messages
 
 
 def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
     """cuda_floor= if given, else JITFLOW_CUDA_FLOOR, else None (the compiler's major version .0)."""
-    from .target import cuda_floor
+    from .targets import cuda_floor
 
     if value is None:
         raw = os.environ.get("JITFLOW_CUDA_FLOOR", "").strip()
@@ -294,7 +294,7 @@ def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
 def resolve_cpu_level(value: str | None = None) -> tuple[str | None, str]:
     """(cpu_level= if given, else JITFLOW_CPU_LEVEL, else None; where it came from), its spelling
     checked: the host it suits is checked when the target is known."""
-    from .target import cpu_level
+    from .targets import cpu_level
 
     if value is not None:
         return cpu_level.normalize(value), "cpu_level"

@@ -17,8 +17,8 @@ from .formats.vm_program import KIND as VM_KIND
 from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
 from .runtime import cpu_features
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
-from .target import TargetSpec, machine_host, resolve_target
-from .target.cpu_level import resolve as resolve_cpu_level
+from .targets import TargetSpec, machine_host, resolve_target
+from .targets.cpu_level import resolve as resolve_cpu_level
 from .toolchain import device_compiler as cuda_toolchain
 
 _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from .target.cpu_level import CpuLevel
-from .target.cuda_floor import CudaVersion, parse
+from .targets.cpu_level import CpuLevel
+from .targets.cuda_floor import CudaVersion, parse
 
 #: BuildOptions.relax_pipeline of a Relax module built with TVM's default pipeline for its target
 DEFAULT_PIPELINE = "default"
@@ -40,7 +40,7 @@ class BuildOptions:
     #: a Relax module's pipeline by name (DEFAULT_PIPELINE: TVM's for the target); None for a module
     #: without Relax functions, or when the pipeline is a Pass object (InProcess.relax_pass)
     relax_pipeline: str | None = None
-    #: how much of the CPU the host code may use (target/cpu_level.py), resolved: native is already
+    #: how much of the CPU the host code may use (targets/cpu_level.py), resolved: native is already
     #: a concrete CPU and feature list here; None for the architecture's baseline
     cpu_level: CpuLevel | None = None
     #: a label for the cache entry (compile(name=...), the command line's FILE.py:NAME); not keyed

@@ -30,7 +30,7 @@ from .config import Settings
 from .errors import CacheError, CompileError, InvalidInputError
 from .options import BuildOptions, InProcess
 from .runtime.library_file import LibraryFile
-from .target import TargetSpec
+from .targets import TargetSpec
 
 log = logging.getLogger("jitflow")
 

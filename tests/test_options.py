@@ -12,7 +12,7 @@ import tvm
 
 import jitflow
 from jitflow.options import BuildOptions, InProcess
-from jitflow.target.cuda_floor import CudaVersion
+from jitflow.targets.cuda_floor import CudaVersion
 
 
 def test_reading_the_key_changes_nothing(cache_dir):

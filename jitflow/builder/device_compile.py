@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import CompileError
-from ..target.cuda_floor import CudaVersion
+from ..targets.cuda_floor import CudaVersion
 from ..toolchain import cccl_shim, device_compiler
 from ..toolchain.cuda_flags import CudaFlags
 from .host_c import split

@@ -20,7 +20,7 @@ from .. import pass_context
 from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
-from ..target import TargetSpec
+from ..targets import TargetSpec
 from . import memory_facts, vm_blob
 from .host_c.codegen import legalized_c_host
 from .host_c.source import host_source

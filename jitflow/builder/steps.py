@@ -16,7 +16,7 @@ from ..config import Settings
 from ..errors import CompileError
 from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
-from ..target import TargetSpec, cpu_level
+from ..targets import TargetSpec, cpu_level
 from ..toolchain import cuda_flags, device_compiler, host_libs, link, zig_cache
 from . import lower, memory_facts, pack
 from .clock import Clock

@@ -32,7 +32,7 @@ from typing import Any
 from .. import pass_context
 from ..config import Settings
 from ..options import BuildOptions, InProcess, relax_pipeline
-from ..target import TargetSpec
+from ..targets import TargetSpec
 from ..toolchain import environment
 from ..toolchain.versions import tool_versions
 from . import recipe, registrations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent
 #: folders of jitflow whose every file shapes what is built
-FOLDERS = ("builder", "toolchain", "formats", "target")
+FOLDERS = ("builder", "toolchain", "formats", "targets")
 #: single files that decide what an entry holds and what its key covers
 FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py",
          "cache/lowering_rules.py", "options.py", "pass_context.py")

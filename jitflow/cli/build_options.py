@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..target import SUPPORTED_HOSTS
+from ..targets import SUPPORTED_HOSTS
 
-from ..target.spec import DEFAULT_TARGET
+from ..targets.spec import DEFAULT_TARGET
 
 #: option -> attribute of the parsed arguments, for the options that decide how a module is built.
 BUILD_FLAGS = {"--target": "target", "--arch": "arch", "--host": "host", "--cuda-compiler": "cuda_compiler",
@@ -87,7 +87,7 @@ def _check_arch_use(target: str, archs: list[str] | None) -> None:
     if kind in ("c", "llvm") and archs is not None:
         raise InvalidInputError(f"--arch applies to --target cuda only; --target {kind} has no CUDA arch")
     if kind == "cuda" and archs is None:
-        from ..target import visible_gpu_arch
+        from ..targets import visible_gpu_arch
 
         if visible_gpu_arch() is None:
             raise InvalidInputError("no --arch given and no GPU visible here to pick one from; "
@@ -122,7 +122,7 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     archs = arch_list(args.arch)
     _check_arch_use(target, archs)
     if args.cpu_level is not None:
-        from ..target import cpu_level
+        from ..targets import cpu_level
 
         cpu_level.normalize(args.cpu_level, "--cpu-level")     # a misspelling in command-line words
     if args.relax_pipeline is not None and not _has_relax(obj):

@@ -91,8 +91,8 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 def run_warm(args: argparse.Namespace) -> int:
     from ..config import resolve
-    from ..target import DEFAULT_HOST, machine_host
-    from ..target.hosts import normalize
+    from ..targets import DEFAULT_HOST, machine_host
+    from ..targets.hosts import normalize
     from ..toolchain import link, zig, zig_cache
 
     zig_dir = zig_cache.folder(resolve().zig_cache_dir)

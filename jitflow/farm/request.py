@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import config
 from ..options import BuildOptions, InProcess
-from ..target import TargetSpec
+from ..targets import TargetSpec
 
 #: the request's layout version
 FORMAT = 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
 from ..errors import CompileError, InvalidInputError, JitflowError
-from ..target import normalize_arch
+from ..targets import normalize_arch
 from ..toolchain import cuda_toolkit, device_compiler
 
 SASS_TOOLS: tuple[cuda_toolkit.Tool, ...] = ("nvdisasm", "cuobjdump")

@@ -18,8 +18,8 @@ from ..formats import c_expr
 from ..formats import cubin, elf, fatbin, library_blob, memory_facts, ptxas_log
 from ..formats.library_blob import KernelInfo
 from ..runtime import compat, library_check
-from ..target import arch_number, normalize_arch
-from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
+from ..targets import arch_number, normalize_arch
+from ..targets.cuda_floor import CudaVersion, cuda_for_ptx_isa, parse_isa
 from . import device_text, host_code, memory_plan_gather
 from .report import Report
 from .types import Compatibility, FatbinEntry, Kernel, KernelArch, KernelArg, LibraryFacts

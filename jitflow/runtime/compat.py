@@ -18,8 +18,8 @@ from typing import Protocol
 
 from ..errors import JitflowError, LoadError
 from ..formats import cubin, fatbin, library_blob
-from ..target.archs import arch_number, normalize_arch
-from ..target.cuda_floor import MIN_FLOOR, CudaVersion, cuda_for_ptx_isa, parse, parse_isa
+from ..targets.archs import arch_number, normalize_arch
+from ..targets.cuda_floor import MIN_FLOOR, CudaVersion, cuda_for_ptx_isa, parse, parse_isa
 
 
 @dataclass(frozen=True)

@@ -99,8 +99,8 @@ def require(needs: Iterable[str], level: str | None, what: str, action: str) -> 
         raise LoadError(f"{what} needs the CPU features {', '.join(sorted(needs))}, and {exc}") from None
     if not lacking:
         return
-    from ..target import cpu_level  # the error's path only: loading stays light
-    from ..target.hosts import machine_host
+    from ..targets import cpu_level  # the error's path only: loading stays light
+    from ..targets.hosts import machine_host
 
     cpu, host = this_cpu(), machine_host()
     lower = ""

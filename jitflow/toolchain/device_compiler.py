@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import TargetError
-from ..target.archs import arch_number, is_portable, portable_archs
-from ..target.cuda_floor import CudaVersion
+from ..targets.archs import arch_number, is_portable, portable_archs
+from ..targets.cuda_floor import CudaVersion
 from . import ptx_floor
 from .cuda_flags import CudaFlags
 

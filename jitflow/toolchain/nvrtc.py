@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import CompileError, ToolMissingError
-from ..target.cuda_floor import CudaVersion
+from ..targets.cuda_floor import CudaVersion
 from . import cccl_shim, dist_info, fatbin_build, ptx_floor
 from .cuda_flags import CudaFlags
 

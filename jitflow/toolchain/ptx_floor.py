@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import CompileError, ToolMissingError
 from ..formats import fatbin
 from ..formats import ptx as ptx_text
-from ..target.cuda_floor import CudaVersion, cuda_for_ptx_isa, isa_text, ptx_isa_for
+from ..targets.cuda_floor import CudaVersion, cuda_for_ptx_isa, isa_text, ptx_isa_for
 from . import cuda_toolkit, fatbin_build, nvjitlink
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .._version import __version__
-from ..target import TargetSpec
+from ..targets import TargetSpec
 from . import nvcc, nvrtc, zig
 
 

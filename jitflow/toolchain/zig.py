@@ -124,7 +124,7 @@ def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path, local_cache: Path 
 
 def flags(host: str, cwd: Path, cpu: str | None = None) -> list[str]:
     """zig cc's flags for `host`; `cpu` is zig's -mcpu (a model or level, with +feature/-feature:
-    target/cpu_level.py), None for the architecture's baseline."""
+    targets/cpu_level.py), None for the architecture's baseline."""
     return ["-target", ZIG_TARGETS[host], *([f"-mcpu={cpu}"] if cpu else []), *[f.format(cwd=cwd) for f in _FLAGS]]
 
 

@@ -14,7 +14,7 @@ from jitflow import config
 from jitflow.builder import progress, steps
 from jitflow.builder.host_c import compile as host_compile
 from jitflow.options import BuildOptions, InProcess
-from jitflow.target import resolve_target
+from jitflow.targets import resolve_target
 
 DIMS = [8, 11, 14, 17, 20]
 

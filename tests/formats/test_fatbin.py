@@ -16,7 +16,7 @@ def raw_fatbin():
     import tvm
 
     from jitflow.builder import prepare
-    from jitflow.target import resolve_target
+    from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_80")
     lowered = tvm.compile(prepare.prepare(kernels.vecadd_cuda()), target=spec.tvm_target())

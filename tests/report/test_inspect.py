@@ -21,7 +21,7 @@ from jitflow.errors import InvalidInputError, ToolMissingError
 from jitflow.report import Report, device_text
 from jitflow.report import host_code as host_analysis
 from jitflow.report.gather import inspect_entry, inspect_library
-from jitflow.target import resolve_target
+from jitflow.targets import resolve_target
 
 
 def padded_stencil(n: int = 62):

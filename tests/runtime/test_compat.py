@@ -11,7 +11,7 @@ import jitflow
 from jitflow.errors import LoadError
 from jitflow.runtime import compat
 from jitflow.runtime.compat import DeviceCode, Gpu, SimulatedGpu
-from jitflow.target.cuda_floor import CudaVersion
+from jitflow.targets.cuda_floor import CudaVersion
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from jitflow.errors import LoadError
 from jitflow.formats import library_digest
 from jitflow.report import inspect_library
 from jitflow.runtime import cpu_features, library_check
-from jitflow.target import cpu_level
-from jitflow.target.cpu_level import X86
+from jitflow.targets import cpu_level
+from jitflow.targets.cpu_level import X86
 
 HERE = cpu_features.this_cpu().features if library_check.this_machine() == "x86_64" else frozenset()
 #: the highest of the two levels this CPU has: the library must run here

@@ -32,7 +32,7 @@ def test_the_driver_query_sees_the_gpu_and_driver():
 
 @needs_artifacts
 def test_a_library_the_gpu_cannot_run_is_a_load_error():
-    from jitflow.target.cuda_floor import CudaVersion
+    from jitflow.targets.cuda_floor import CudaVersion
 
     gpu = _gpu()
     if gpu.arch.startswith("sm_8") or gpu.driver >= CudaVersion(13, 5):

@@ -8,7 +8,7 @@ import pytest
 
 import jitflow
 from jitflow.builder import lower, prepare
-from jitflow.target import resolve_target
+from jitflow.targets import resolve_target
 from jitflow.toolchain import cccl_shim as cuda_std_shim
 from jitflow.toolchain import nvrtc as cuda_nvrtc
 

@@ -59,7 +59,7 @@ def test_tvm_blob_round_trips_byte_for_byte(cache_dir):
     import tvm_ffi
 
     from jitflow.builder import prepare
-    from jitflow.target import resolve_target
+    from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_90")
     host = tvm.compile(prepare.prepare(kernels.vecadd_cuda()), target=spec.tvm_target()).mod

@@ -8,8 +8,8 @@ import pytest
 import jitflow
 from jitflow.errors import CompileError
 from jitflow.formats import fatbin, library_blob, ptx
-from jitflow.target.archs import portable_archs
-from jitflow.target.cuda_floor import CudaVersion, ptx_isa_for
+from jitflow.targets.archs import portable_archs
+from jitflow.targets.cuda_floor import CudaVersion, ptx_isa_for
 from jitflow.toolchain import nvrtc, ptx_floor
 
 
@@ -70,7 +70,7 @@ def test_a_fatbin_from_another_compiler_is_brought_to_the_floor(cache_dir):
     import tvm
 
     from jitflow.builder import prepare
-    from jitflow.target import resolve_target
+    from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_80")
     source = tvm.compile(prepare.prepare(kernels.vecadd_cuda()), target=spec.tvm_target()).mod.imports[0]

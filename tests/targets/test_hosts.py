@@ -12,8 +12,8 @@ from jitflow import cli
 from jitflow.errors import LoadError, TargetError
 from jitflow.formats import elf as elf_info
 from jitflow.formats import library_blob
-from jitflow.target import resolve_target
-from jitflow.target.hosts import SUPPORTED_HOSTS, machine_host
+from jitflow.targets import resolve_target
+from jitflow.targets.hosts import SUPPORTED_HOSTS, machine_host
 
 ARM = "aarch64-linux-gnu"
 

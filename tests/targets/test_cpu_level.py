@@ -12,8 +12,8 @@ import pytest
 import jitflow
 from jitflow.errors import InvalidInputError, TargetError
 from jitflow.runtime import cpu_features
-from jitflow.target import cpu_level, machine_host
-from jitflow.target.cpu_level import ARM, X86
+from jitflow.targets import cpu_level, machine_host
+from jitflow.targets.cpu_level import ARM, X86
 from jitflow.toolchain import zig
 
 #: /proc/cpuinfo feature lists of machines jitflow builds for (what their kernels report)

@@ -6,7 +6,7 @@ import pytest
 
 import jitflow
 from jitflow.errors import TargetError
-from jitflow.target import normalize_arch
+from jitflow.targets import normalize_arch
 
 
 @pytest.mark.parametrize("spelling", ["sm_90", "SM_90", "Sm_90", "90", 90, "9.0", "compute_90", "COMPUTE_90"])

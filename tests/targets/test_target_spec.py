@@ -4,7 +4,7 @@ from __future__ import annotations
 import abc
 
 import jitflow
-from jitflow.target import resolve_target
+from jitflow.targets import resolve_target
 
 
 def test_the_canonical_config_is_tvms_export():

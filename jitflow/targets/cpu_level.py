@@ -14,7 +14,7 @@ at x86-64-v4, SVE2 on neoverse-v2) and the library then runs only on CPUs that h
 A level is zig's CPU (what `-mcpu` says: a model or a level, and features added or removed) and the
 features a CPU must have to run what that compiles to, named as Linux names them in /proc/cpuinfo
 (x86: "flags"; aarch64: "Features", its HWCAPs). The lists hold every feature the compiler may use
-without being asked (tests/target/test_cpu_level.py checks them against the compiler's predefined
+without being asked (tests/targets/test_cpu_level.py checks them against the compiler's predefined
 macros). Extensions the compiler reaches only through intrinsics, which TVM's C never calls, are
 removed from the Arm models (crypto, random numbers, memory tagging) or not enabled (x86 native), so
 a CPU that lacks them is not refused: Grace has no RNG instructions, and neoverse-v2 names them.

@@ -5,9 +5,9 @@ import pytest
 
 from jitflow import config
 from jitflow.errors import TargetError
-from jitflow.target import cuda_floor
-from jitflow.target.archs import is_portable, portable_archs
-from jitflow.target.cuda_floor import CudaVersion
+from jitflow.targets import cuda_floor
+from jitflow.targets.archs import is_portable, portable_archs
+from jitflow.targets.cuda_floor import CudaVersion
 
 
 @pytest.mark.parametrize("text,expected", [("13.0", CudaVersion(13, 0)), ("13", CudaVersion(13, 0)),
