@@ -90,7 +90,7 @@ def _raw_launch(fatbin: bytes, name: str, tensors: list, stream: int):
     params = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
 
     def launch():
-        driver.cuLaunchKernel(function, 8, 1, 1, 128, 1, 1, 0, stream, ctypes.addressof(params), None)
+        driver.cuLaunchKernel(function, 8, 1, 1, 128, 1, 1, 0, stream, ctypes.addressof(params), 0)
 
     launch.keep = (module, pointers, params)
     return launch

@@ -144,6 +144,8 @@ def _floor_libs(cuda: bool) -> list[str]:
     the CUDA runtime of NVIDIA's wheels where the backend finds none on its own)."""
     import ctypes
 
+    import tvm_ffi  # noqa: F401  (libtvm_ffi.so, which TVM's runtime links against, loaded first)
+
     from jitflow.runtime import tvm_runtime
 
     folder = tvm_runtime.lib_folder()
