@@ -7,6 +7,9 @@ function looked up by name (`TVMFFIEnvModLookupFromImports(ctx, "main_kernel", &
 called as `TVMFFIFunctionCall(handle, stack, n, &result)` after its arguments were stored in the
 stack slots; a kernel's call passes its arguments, then one value per launch parameter tag of
 the device module's function info (blockIdx.x, threadIdx.x, ..., dynamic shared memory).
+A host function split in two (its entry calling `jitflow_compute_f`, which follows it; see
+formats/compute_functions.py) is read as one: the compute part's lines belong to the entry, and
+its parameters mean what the entry passed.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from typing import Mapping, Sequence
 
 from ..formats.library_blob import KernelInfo
 from ..formats.vm_walk import DEVICE_TYPES
-from ..formats import c_expr
+from ..formats import c_expr, compute_functions
 from ..formats.c_expr import Expr
 from .types import Allocation, Copy, HostFunction, Launch
 
@@ -91,7 +94,16 @@ def _dtype(code: Expr, bits: Expr) -> str:
 
 
 def _exported_name(c_name: str) -> str:
+    entry = compute_functions.entry_of(c_name)
+    if entry is not None:
+        return entry
     return c_name[len("__tvm_ffi_"):] if c_name.startswith("__tvm_ffi_") else c_name
+
+
+def _parameters(header: str) -> list[str]:
+    """The parameter names of a C function definition's first line."""
+    inside = header[header.index("(") + 1:header.rindex(")")]
+    return [p.split()[-1].lstrip("*") for p in inside.split(",") if p.strip()]
 
 
 class _Scanner:
@@ -106,25 +118,42 @@ class _Scanner:
         self.definitions: dict[str, str] = {}      # local name -> C text of its value
         self.shape_arrays: dict[str, str] = {}     # main_A_shape -> "A"
         self.stacks: dict[str, dict[int, str]] = {}
+        self.compute_calls: dict[str, tuple[list[str], dict[str, str], dict[str, str]]] = {}
 
     def scan(self, host_c: str) -> HostCode:
         for number, line in enumerate(host_c.splitlines(), 1):
             if self.function is None:
                 m = _FUNC.match(line)
                 if m and not line.startswith("#"):
-                    self._enter(m.group(1), number)
+                    self._enter(m.group(1), number, line)
                 continue
             if line.startswith("}"):
-                self.out.functions.append(HostFunction(_exported_name(self.function), self.function,
-                                                       self.start, number))
-                self.function = None
+                self._leave(number)
                 continue
             self._line(line, number)
         return self.out
 
-    def _enter(self, name: str, number: int) -> None:
+    def _enter(self, name: str, number: int, header: str) -> None:
         self.function, self.start = name, number
         self.definitions, self.shape_arrays, self.stacks = {}, {}, {}
+        called = self.compute_calls.get(name) if compute_functions.entry_of(name) else None
+        if called is not None:       # a compute part: its parameters are what its entry passed
+            args, definitions, shape_arrays = called
+            self.definitions = dict(definitions)
+            for param, arg in zip(_parameters(header), args):
+                if arg in shape_arrays:
+                    self.shape_arrays[param] = shape_arrays[arg]
+                elif param != arg:
+                    self.definitions[param] = arg
+
+    def _leave(self, number: int) -> None:
+        name = _exported_name(self.function or "")
+        functions = self.out.functions
+        if compute_functions.entry_of(self.function or "") and functions and functions[-1].name == name:
+            functions[-1] = HostFunction(name, functions[-1].symbol, functions[-1].line, number)
+        else:
+            functions.append(HostFunction(name, self.function or "", self.start, number))
+        self.function = None
 
     @property
     def fname(self) -> str:
@@ -134,6 +163,8 @@ class _Scanner:
         return c_expr.parse(text, self.definitions)
 
     def _line(self, line: str, number: int) -> None:
+        for callee, paren in compute_functions.calls(line) if compute_functions.PREFIX in line else ():
+            self.compute_calls[callee] = (call_args(line, paren), self.definitions, self.shape_arrays)
         for m in _LOOKUP.finditer(line):
             self.handles[m.group(2)] = m.group(1)
         m = _STACK_SET.match(line)

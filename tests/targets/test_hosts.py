@@ -124,7 +124,9 @@ def test_aarch64_kernels_run_under_qemu(cache_dir, tmp_path, arm_driver):
     rng = np.random.default_rng(0)
     a, b = rng.random((32, 32), "float32"), rng.random((32, 32), "float32")
     x = rng.random(64, "float32") + 0.5
+    promising = kernels.matmul(32)["main"].with_attr("tirx.noalias", True)   # computes with restrict buffers
     cases = [(kernels.matmul(32), [a, b, np.zeros((32, 32), "float32")], a @ b),
+             (promising, [a, b, np.zeros((32, 32), "float32")], a @ b),
              (kernels.libm_calls(), [x, np.zeros(64, "float32")], np.exp(x) + np.log(x) + x ** 1.5)]
     for n, (mod, arrays, expected) in enumerate(cases):
         lib = jitflow.compile(mod, "c", host=ARM).export_library(tmp_path / f"k{n}.so")

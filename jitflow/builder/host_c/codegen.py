@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 
 from ...errors import HostCodeError
 from .legalize import function_name, legalize_module
+from .noalias import split_compute
 
 _BUILD_C = "target.build.c"
 _LOCK = threading.Lock()
@@ -61,7 +62,7 @@ def legalized_c_host() -> Iterator[None]:
 
     def build(mod: Any, target: Any) -> Any:
         try:
-            legal = legalize_module(mod)
+            legal = split_compute(legalize_module(mod))
         except HostCodeError as exc:
             failures.append(exc)
             raise

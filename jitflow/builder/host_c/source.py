@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ...errors import CompileError, HostCodeError
+from .noalias_c import restrict_compute
 from .prelude import END_MARK, MARK, prelude_for
 
 _ANCHOR = "#include <math.h>\n"
@@ -23,7 +24,7 @@ def host_source(text: str) -> str:
     head, sep, rest = text.partition(_ANCHOR)
     if not sep:
         head, rest = "", text
-    return head + sep + prelude_for(text) + rest
+    return head + sep + prelude_for(text) + restrict_compute(rest)
 
 
 def tir_name(symbol: str) -> str:

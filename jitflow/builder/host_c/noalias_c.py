@@ -1,0 +1,103 @@
+"""The compute functions of the printed host C (noalias.py made them): `restrict` parameters, not
+exported, next to their entries.
+
+TVM's C printer writes `jitflow_compute_f` as it writes every function: exported (`TVM_DLL`) and
+without `restrict`, which its C host never prints. This pass rewrites the prototype and the
+definition: each pointer parameter but `void*` handles becomes `restrict` (a parameter that is only
+read, such as a shape array, gives clang nothing to get wrong), the prototype says
+`visibility("hidden")` (not one of the library's exports) and `noinline` (compiled once, as TVM's
+LLVM host compiles its compute functions), and the definition moves to just after the function
+that calls it, so a reader of the host C sees a host function and its compute part together.
+"""
+from __future__ import annotations
+
+import re
+
+from ...formats.compute_functions import PREFIX, calls
+
+_SIGNATURE = re.compile(rf"^TVM_DLL int32_t ({PREFIX}\w+)\((.*)\)(;| \{{)$")
+_WRAPPER = ["#ifdef __cplusplus", 'extern "C"', "#endif"]   # TVM prints it before every function
+_HIDDEN = '__attribute__((visibility("hidden"), noinline)) '
+
+
+def _restricted(params: str) -> str:
+    out = []
+    for param in params.split(", "):
+        kind, _, name = param.rpartition(" ")
+        if kind.endswith("*") and kind.rstrip("* ") != "void":
+            param = f"{kind} restrict {name}"
+        out.append(param)
+    return ", ".join(out)
+
+
+def _signature(line: str) -> tuple[str, str] | None:
+    """(name, the line as jitflow writes it) for a compute function's prototype or definition."""
+    found = _SIGNATURE.match(line)
+    if found is None:
+        return None
+    name, params, end = found.groups()
+    head = f"int32_t {name}({_restricted(params)})"
+    return name, (_HIDDEN + head + ";" if end == ";" else head + " {")
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, last + 1) of each function definition: its line at column 0 ending in ') {' to the '}'
+    line that closes it (TVM indents bodies), the wrapper before it and a blank line after."""
+    out, start = [], None
+    for i, line in enumerate(lines):
+        if start is None and line.endswith(") {") and line[:1] not in ("", " ", "#", "/"):
+            start = i - len(_WRAPPER) if lines[max(i - len(_WRAPPER), 0):i] == _WRAPPER else i
+        elif start is not None and line == "}":
+            end = i + 2 if i + 1 < len(lines) and not lines[i + 1] else i + 1
+            out.append((start, end))
+            start = None
+    return out
+
+
+def _placements(lines: list[str], blocks: list[tuple[int, int]], inner: dict[str, tuple[int, int]]
+                ) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """Function block -> the compute functions' blocks to write after it (those it calls first)."""
+    moved, placed = set(inner.values()), set()
+    after: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for block in blocks:
+        if block in moved:
+            continue
+        text = "\n".join(lines[block[0]:block[1]])
+        for name in dict.fromkeys(name for name, _ in calls(text)):
+            if name in inner and inner[name] not in placed:
+                placed.add(inner[name])
+                after.setdefault(block, []).append(inner[name])
+    return after
+
+
+def restrict_compute(text: str) -> str:
+    """The printed host C with its compute functions' signatures rewritten (restrict, hidden, not
+    inlined) and each definition moved to just after the function that calls it; text without
+    compute functions is returned unchanged."""
+    if PREFIX not in text:
+        return text
+    lines = text.split("\n")
+    defined: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        found = _signature(line) if line.startswith("TVM_DLL int32_t " + PREFIX) else None
+        if found is not None:
+            if line.endswith("{"):
+                defined[found[0]] = i
+            lines[i] = found[1]
+    blocks = _blocks(lines)
+    inner = {name: next(b for b in blocks if b[0] <= at < b[1]) for name, at in defined.items()}
+    after = _placements(lines, blocks, inner)
+    placed = {b for followers in after.values() for b in followers}
+    out: list[str] = []
+    position = 0
+    for block in blocks:
+        if block in placed:                      # written after its caller instead
+            out += lines[position:block[0]]
+            position = block[1]
+        elif block in after:
+            out += lines[position:block[1]]
+            for follower in after[block]:
+                out += lines[follower[0]:follower[1]]
+            position = block[1]
+    out += lines[position:]
+    return "\n".join(out)
