@@ -1,0 +1,38 @@
+"""The zig of the `ziglang` wheel: where its binary is, and which version it is.
+
+Apart from zig.py (the commands zig runs) so that the cache key can name zig's version without
+importing the compile machinery: a cache hit takes a key, and compiles nothing.
+"""
+from __future__ import annotations
+
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import ToolMissingError
+from . import dist_info
+
+
+@lru_cache(maxsize=1)
+def zig_binary() -> str:
+    """The zig executable inside the installed ziglang package."""
+    try:
+        import ziglang
+    except ImportError:
+        raise ToolMissingError("the ziglang package is not installed; pip install ziglang") from None
+    exe = Path(ziglang.__file__).parent / "zig"
+    if not exe.is_file():
+        raise ToolMissingError(f"the ziglang package has no zig binary at {exe}; reinstall ziglang")
+    return str(exe)
+
+
+@lru_cache(maxsize=1)
+def version() -> str:
+    """Version of zig (part of the cache key): the wheel's metadata, else `zig version`."""
+    found = dist_info.version("ziglang", [dist_info.site_of(Path(zig_binary()).parent)])
+    if found:
+        return found
+    proc = subprocess.run([zig_binary(), "version"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise ToolMissingError("zig does not run (`zig version` failed); reinstall ziglang")
+    return proc.stdout.strip()
