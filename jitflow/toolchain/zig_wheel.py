@@ -5,6 +5,7 @@ importing the compile machinery: a cache hit takes a key, and compiles nothing.
 """
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -15,12 +16,11 @@ from . import dist_info
 
 @lru_cache(maxsize=1)
 def zig_binary() -> str:
-    """The zig executable inside the installed ziglang package."""
-    try:
-        import ziglang
-    except ImportError:
-        raise ToolMissingError("the ziglang package is not installed; pip install ziglang") from None
-    exe = Path(ziglang.__file__).parent / "zig"
+    """The zig executable inside the installed ziglang package (found, not imported)."""
+    spec = importlib.util.find_spec("ziglang")
+    if spec is None or not spec.submodule_search_locations:
+        raise ToolMissingError("the ziglang package is not installed; pip install ziglang")
+    exe = Path(list(spec.submodule_search_locations)[0]) / "zig"
     if not exe.is_file():
         raise ToolMissingError(f"the ziglang package has no zig binary at {exe}; reinstall ziglang")
     return str(exe)
