@@ -36,10 +36,15 @@ def _path(name: str) -> Path:
 def read(name: str) -> Any:
     """The value stored under `name`, or None (missing, unreadable, too large or not JSON)."""
     try:
-        with open(_path(name), "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+        fd = os.open(_path(name), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        data = os.read(fd, MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(data) > MAX_BYTES:
         return None
     try:

@@ -68,7 +68,7 @@ def _dladdr() -> Any:
         fn = ctypes.CDLL(None).dladdr
     except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]   # the info by its address: no pointer type to make
     fn.restype = ctypes.c_int
     return fn
 
@@ -108,7 +108,7 @@ def _in_tvm(address: int) -> bool:
     """Whether code at `address` lies in one of TVM's libraries (a handful of addresses per process)."""
     dladdr = _dladdr()
     info = _DlInfo()
-    if dladdr is None or not dladdr(address, ctypes.byref(info)) or not info.dli_fname:
+    if dladdr is None or not dladdr(address, ctypes.addressof(info)) or not info.dli_fname:
         return False
     name = info.dli_fname.decode(errors="replace")
     return name in _tvm_libraries() or os.path.realpath(name) in _tvm_libraries_resolved()
