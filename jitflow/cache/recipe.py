@@ -19,7 +19,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from . import install_memo
+from .. import install_memo
 
 PACKAGE = Path(__file__).resolve().parent.parent
 #: folders of jitflow whose every file shapes what is built

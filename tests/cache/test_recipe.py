@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from jitflow.cache import install_memo, recipe
+from jitflow import install_memo
+from jitflow.cache import recipe
 
 
 def test_the_recipe_covers_every_build_file_also_in_subfolders():

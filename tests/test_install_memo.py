@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jitflow.cache import install_memo
+from jitflow import install_memo
 
 
 @pytest.fixture

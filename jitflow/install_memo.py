@@ -1,5 +1,6 @@
 """Facts about the installed software that every fresh process would otherwise work out again for its
-cache key (the recipe's digest, TVM's op names), kept across processes the way Python keeps bytecode.
+cache key (the recipe's digest, TVM's op names, the version of a zig without package metadata), kept
+across processes the way Python keeps bytecode.
 
 A memo is a small JSON file in jitflow's own `__pycache__` folder (or under sys.pycache_prefix),
 written atomically (a temporary file, then a rename) and not written where bytecode is not
