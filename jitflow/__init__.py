@@ -26,7 +26,7 @@ __all__ = ["BuildInfo", "BuildResult", "Executable", "JitflowError", "build_all"
 
 #: imported on first use, so that `import jitflow` in a process that only loads libraries costs what
 #: loading needs (the build side brings TVM's compiler with it when it builds)
-_LAZY = {"BuildInfo": ("builder.clock", "BuildInfo"), "BuildResult": ("farm", "BuildResult"),
+_LAZY = {"BuildInfo": ("pipeline", "BuildInfo"), "BuildResult": ("farm", "BuildResult"),
          "build_all": ("farm", "build_all"), "Executable": ("executable", "Executable"),
          "compile": ("executable", "compile"), "load_vm": ("runtime.vm", "load_vm"), "trace": ("tracing", "trace")}
 

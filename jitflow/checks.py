@@ -57,10 +57,10 @@ def _tvm() -> list[Check]:
 
 def _zig(configured: Path | None) -> list[Check]:
     from .errors import JitflowError
-    from .toolchain import zig, zig_cache
+    from .toolchain import zig_cache, zig_wheel
 
     try:
-        exe, version = zig.zig_binary(), zig.version()
+        exe, version = zig_wheel.zig_binary(), zig_wheel.version()
     except JitflowError as exc:
         return [Check("zig", False, str(exc), "pip install ziglang")]
     wanted = configured or zig_cache.default_location()

@@ -7,14 +7,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, export_path, pass_context, pipeline
-from .builder import prepare
-from .builder.clock import BuildInfo
+from . import config, export_path, ir_module, pass_context, pipeline
 from .cache import location
 from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
-from .formats.vm_program import KIND as VM_KIND
+from .formats import VM_KIND
 from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
+from .pipeline import BuildInfo
 from .runtime import cpu_features
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .targets import TargetSpec, machine_host, resolve_target
@@ -257,11 +256,11 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     import tvm
 
     if isinstance(mod, tvm.tirx.PrimFunc):
-        mod = prepare.prepare(mod)
+        mod = ir_module.prepare(mod)
     elif not isinstance(mod, tvm.IRModule):
         raise InvalidInputError(f"mod must be a tvm.IRModule or a tirx PrimFunc, not {type(mod).__name__}")
     else:
-        mod = prepare.prepare(mod)
+        mod = ir_module.prepare(mod)
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
     settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
@@ -276,7 +275,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     if name is not None and not isinstance(name, str):
         raise InvalidInputError(f"name must be a string (a label for the cache entry), not {type(name).__name__}")
     pipeline_name, pipeline_pass = None, None
-    if prepare.is_relax(mod):
+    if ir_module.is_relax(mod):
         pipeline_name, pipeline_pass = _relax_pipeline(relax_pipeline)
     elif relax_pipeline is not None:
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")

@@ -1,6 +1,9 @@
 """The pipeline, the one place that knows the order of things:
 key -> disk cache -> shared tier -> build (builder/steps.py) -> store -> evict; loading is the caller's.
 
+A hit needs only the lookup: the builder, the shared tier (only where JITFLOW_REMOTE_CACHE is set)
+and the cache's admin (the size cap, after a publish) are imported where they are first used.
+
 What it hands back is an Obtained: the library held open, verified through that descriptor (its
 sha256 against the entry's metadata on a hit, hashed as it is published after a build), with
 its metadata; closing it hands the library back to the cache it came from.
@@ -11,28 +14,41 @@ import logging
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from . import pass_context
-from .builder.clock import BuildInfo, Clock
-from .builder.progress import Progress
-from .builder.steps import build_into
-from .cache import admin, counters, location
+from .cache import counters, location
 from .cache.disk import Cache
 from .cache.entry import LIBRARY
-from .cache.failed import keep_sources
 from .cache.key import CacheKey, module_unchanged
 from .cache.location import NullCache
-from .cache.shared.tier import Turn
 from .config import Settings
 from .errors import CacheError, CompileError, InvalidInputError
 from .options import BuildOptions, InProcess
 from .runtime.library_file import LibraryFile
 from .targets import TargetSpec
 
+if TYPE_CHECKING:
+    from .builder.progress import Progress
+
 log = logging.getLogger("jitflow")
+
+
+@dataclass
+class BuildInfo:
+    """How a library was obtained and what each stage cost, in seconds (exe.build_info)."""
+
+    key: str
+    outcome: str                       # "hit" (disk cache), "shared" (shared tier), "built", or "memory"
+    stages: dict[str, float] = field(default_factory=dict)
+    total: float = 0.0
+    library: Path | None = None
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.stages.items())
+        return f"{self.outcome} {self.key[:12]} in {self.total * 1000:.1f} ms" + (f" ({parts})" if parts else "")
 
 
 @dataclass
@@ -96,10 +112,12 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
     """Under the key's lock: another process's result, the shared tier's, or this process's build."""
     key, inputs = cache_key.digest, cache_key.inputs
     wait_start = time.perf_counter()
-    with cache.lock(key), Turn(settings, cache, key) as shared:
+    with cache.lock(key), _shared_turn(settings, cache, key) as shared:
         info.stages["wait"] = time.perf_counter() - wait_start
         found = cache.lookup(key, inputs)  # another process may have built it while we waited
         if found is None and shared.configured:
+            from .builder.clock import Clock
+
             with Clock(info.stages).stage("shared tier"):  # a verified entry, or this node's turn to build
                 found = shared.fetch(inputs)
             info.outcome = "shared" if found else info.outcome
@@ -108,6 +126,8 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
             found = _build_and_store(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
             shared.share()
     if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
+        from .cache import admin
+
         admin.after_publish(cache, key, settings.cache_max_size)
     return found
 
@@ -122,6 +142,8 @@ def _build_uncached(cache: NullCache, cache_key: CacheKey, mod: Any, spec: Targe
             with _progress(key, spec, settings) as progress:
                 meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck)
         except CompileError as exc:
+            from .cache.failed import keep_sources
+
             raise keep_sources(cache.sources_root(), key, folder, exc) from None
         return LibraryFile.open(folder / LIBRARY), dict(_with_inputs(meta, inputs), key=key)
 
@@ -130,6 +152,9 @@ def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSp
                      options: BuildOptions, in_process: InProcess, info: BuildInfo,
                      recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
     """Build into a staging folder and publish it; a full disk is a CacheError that leaves nothing."""
+    from .builder.clock import Clock
+    from .cache.failed import keep_sources
+
     key, inputs = cache_key.digest, cache_key.inputs
     try:
         with cache.staging(key) as folder, _progress(key, spec, settings) as progress:
@@ -158,7 +183,33 @@ def _build(folder: Path, mod: Any, cache_key: CacheKey, spec: TargetSpec, settin
     if recheck and not module_unchanged(cache_key, mod):
         raise InvalidInputError("the module changed after its cache key was taken (a tensor bound in it was "
                                 "modified in place?); call jitflow.compile() again with the changed module")
+    from .builder.steps import build_into
+
     return build_into(folder, mod, spec, settings, options, in_process, info.stages, progress)
+
+
+class _LocalOnly:
+    """The shared tier's part in a build where none is configured (its code is then never imported)."""
+
+    configured = False
+
+    def __enter__(self) -> _LocalOnly:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def share(self) -> None:
+        pass
+
+
+def _shared_turn(settings: Settings, cache: Cache, key: str) -> Any:
+    """This process's turn in the shared tier for `key` (cache/shared/tier.py), or _LocalOnly."""
+    if not settings.remote.url:
+        return _LocalOnly()
+    from .cache.shared.tier import Turn
+
+    return Turn(settings, cache, key)
 
 
 def _with_inputs(meta: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +226,8 @@ def _out_of_space(folder: Path, margin: int = 1 << 20) -> bool:
 
 @contextmanager
 def _progress(key: str, spec: TargetSpec, settings: Settings) -> Iterator[Progress]:
+    from .builder.progress import Progress
+
     progress = Progress(f"{key[:12]} for {spec.describe()}", mode=settings.progress)
     outcome = "failed"
     try:

@@ -1,31 +1,14 @@
-"""What a build cost: BuildInfo (exe.build_info) and the clock that times each stage into it."""
+"""The clock that times each stage of a build into its stages (the pipeline's BuildInfo.stages)."""
 from __future__ import annotations
 
 import logging
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterator
 
 from .progress import Progress
 
 log = logging.getLogger("jitflow")
-
-
-@dataclass
-class BuildInfo:
-    """How a library was obtained and what each stage cost, in seconds."""
-
-    key: str
-    outcome: str                       # "hit" (disk cache), "shared" (shared tier), "built", or "memory"
-    stages: dict[str, float] = field(default_factory=dict)
-    total: float = 0.0
-    library: Path | None = None
-
-    def __str__(self) -> str:
-        parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.stages.items())
-        return f"{self.outcome} {self.key[:12]} in {self.total * 1000:.1f} ms" + (f" ({parts})" if parts else "")
 
 
 class Clock:

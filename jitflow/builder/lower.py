@@ -20,11 +20,12 @@ from .. import pass_context
 from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
+from ..ir_module import is_relax
 from ..targets import TargetSpec
 from . import memory_facts, vm_blob
 from .host_c.codegen import legalized_c_host
 from .host_c.source import host_source
-from .prepare import check_thread_binding, is_relax
+from .prepare import check_thread_binding
 
 _CALLBACK = "tvm_callback_cuda_compile"
 _DEFERRED = "// jitflow: device code compiled ahead of time\n"

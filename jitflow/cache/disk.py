@@ -24,7 +24,6 @@ from typing import Any, ContextManager, Iterator
 from .. import folder_trust
 from ..errors import CacheError, UntrustedFolderError
 from ..runtime.library_file import LibraryFile
-from . import key_lock
 from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
                     read_meta_file)
 
@@ -41,9 +40,10 @@ class _Refused(Exception):
 
 
 def sha256_fd(fd: int) -> str:
-    """sha256 of an open file's bytes, read in chunks (a map of the file would fault if it shrank)."""
+    """sha256 of an open file's bytes, read in chunks (a map of the file would fault if it shrank) into
+    a buffer no larger than the file: a fresh megabyte costs a small library's hit half a millisecond."""
     h = hashlib.sha256()
-    buffer = memoryview(bytearray(1 << 20))
+    buffer = memoryview(bytearray(min(1 << 20, max(os.fstat(fd).st_size, 1))))
     at = 0
     while n := os.preadv(fd, [buffer], at):
         h.update(buffer[:n])
@@ -181,6 +181,8 @@ class Cache:
     def lock(self, key: str, timeout: float = -1) -> ContextManager[None]:
         """Hold the per-key build lock (freed by the OS when the holder dies; key_lock.py says why
         a record lock); LockTimeout when not had within `timeout` seconds (< 0: wait for ever)."""
+        from . import key_lock   # a build's: a hit takes no lock
+
         return key_lock.hold(self.locks / f"{key}.lock", timeout)
 
     @contextmanager

@@ -39,7 +39,8 @@ from . import recipe, registrations
 from .entry import FORMAT_VERSION
 from .registrations import relax_pipeline_identity
 
-_METADATA_RE = re.compile(r'metadata\["([^"]+)"\]')
+#: how the printer names an object it left out (compiled on first use: kernel modules never need it)
+_METADATA = r'metadata\["([^"]+)"\]'
 _CONST_KIND = "ir.GenericConst"
 
 
@@ -56,7 +57,7 @@ def module_text(mod: Any) -> str:
         return mod.script(show_meta=True)
     text = mod.script(show_meta=False)
     lines = [text] + [f"# constant {c}" for c in constant_digests(mod)]
-    if set(_METADATA_RE.findall(text)) - {_CONST_KIND}:
+    if set(re.findall(_METADATA, text)) - {_CONST_KIND}:
         # objects the printer left out that are not tensor constants: let TVM's structural hash cover them
         import tvm_ffi
 

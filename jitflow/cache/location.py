@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import folder_trust
-from ..checks import cache_dir_problem
 from ..config import Settings
 from ..errors import CacheError, UntrustedFolderError
 from ..logs import warn_once
@@ -119,6 +118,8 @@ class CacheFolders:
     def for_admin(self) -> Cache:
         """The configured cache, for the admin commands: an UntrustedFolderError (with the reason
         and the fix) when others could change it, a CacheError when a file is in the way."""
+        from ..checks import cache_dir_problem   # doctor's check: not needed by lookups and builds
+
         problem = cache_dir_problem(self.configured.folder, writing=False)
         if problem:
             raise CacheError(f"cannot use the cache {self.configured.folder}: {problem}; "
@@ -131,6 +132,8 @@ class CacheFolders:
     def problem(self) -> str | None:
         """Why builds do not use the configured folder (they use the fallback then), or None.
         Looks only: creates nothing."""
+        from ..checks import cache_dir_problem
+
         found = cache_dir_problem(self.configured.folder)
         if found:
             return found

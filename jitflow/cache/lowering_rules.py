@@ -14,20 +14,32 @@ a probe call per dtype. Whose code a rule is comes from its function cell: tvm-f
 `cpp_call` for functions made in C++ and leaves it NULL for all others, and `dladdr` names the
 library that code lies in.
 
-Cost: a rule is classified and probed once per process (memoized by the op and the rule, both
-held so that their addresses are never reused); every key looks the rules up again, so a rule
-registered or replaced later is seen. In a fresh process that is about 1 ms for a CPU build
-(listing TVM's ops is most of it) and a few tenths of a millisecond for every later key.
+Every key looks the rules of every op up again, so a rule registered or replaced at any time is
+seen: before jitflow was imported, between two keys, by Python or by another library's C++. What
+is kept is what cannot change unseen:
+
+- the op names, by TVM's structural hash of its list of ops: per process (the list is read again
+  when the number of ops changes: ops are never removed) and per TVM install (install_memo.py: a
+  fresh process whose TVM lists the ops the memo was taken from takes the names from it instead of
+  converting the whole list, about half a millisecond);
+- each rule's verdict and probes, per process, by the op and the rule (both held so that their
+  addresses are never reused).
+
+In a fresh process that is about 0.5 ms for a CPU build, and a tenth of a millisecond for every
+later key.
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import re
 from functools import lru_cache
 from itertools import repeat
 from typing import Any
+
+from .. import install_memo
 
 #: op attributes TVM's LowerIntrin pass consults, per target kind (the host is always "c")
 PATTERNS = {
@@ -56,7 +68,7 @@ def _dladdr() -> Any:
         fn = ctypes.CDLL(None).dladdr
     except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]   # the info by its address: no pointer type to make
     fn.restype = ctypes.c_int
     return fn
 
@@ -96,7 +108,7 @@ def _in_tvm(address: int) -> bool:
     """Whether code at `address` lies in one of TVM's libraries (a handful of addresses per process)."""
     dladdr = _dladdr()
     info = _DlInfo()
-    if dladdr is None or not dladdr(address, ctypes.byref(info)) or not info.dli_fname:
+    if dladdr is None or not dladdr(address, ctypes.addressof(info)) or not info.dli_fname:
         return False
     name = info.dli_fname.decode(errors="replace")
     return name in _tvm_libraries() or os.path.realpath(name) in _tvm_libraries_resolved()
@@ -136,25 +148,49 @@ class _Ops:
 
     def __init__(self) -> None:
         self.count = -1
-        self.names: dict[bool, list[str]] = {False: [], True: []}
+        self.listed: Any = None        # TVM's list of op names, as TVM returned it
+        self.digest = ""               # its structural hash
         self.ops: dict[bool, list[Any] | None] = {False: None, True: None}
 
     def of(self, device: bool) -> list[Any]:
         names = _ffi("ir.ListOpNames")()
         if len(names) != self.count:
-            self.names = {False: [], True: []}
-            for name in json.loads(_ffi("ffi.json.Stringify")(names, None)):   # one call, not one per name
-                if not name.startswith("relax."):
-                    self.names[name.startswith(DEVICE_NAMESPACES)].append(name)
-            self.ops, self.count = {False: None, True: None}, len(names)
+            import tvm_ffi
+
+            self.count, self.listed, self.digest = len(names), names, str(tvm_ffi.structural_hash(names))
+            self.ops = {False: None, True: None}
         found = self.ops[device]
         if found is None:
             get = _ffi("ir.GetOp")
-            found = self.ops[device] = [get(name) for name in self.names[device]]
+            found = self.ops[device] = [get(name) for name in self._names(device)]
         return found
+
+    def _names(self, device: bool) -> list[str]:
+        """The names of one part: the install memo's where it was taken from a list of ops with this
+        structural hash, else read from TVM (in one call, not one per name) and memoized."""
+        memo = install_memo.read(_memo_name(device))
+        if isinstance(memo, dict) and memo.get("hash") == self.digest and memo.get("count") == self.count:
+            names = memo.get("names")
+            if isinstance(names, list) and all(type(n) is str for n in names):
+                return names
+        split: dict[bool, list[str]] = {False: [], True: []}
+        for name in json.loads(_ffi("ffi.json.Stringify")(self.listed, None)):
+            if not name.startswith("relax."):
+                split[name.startswith(DEVICE_NAMESPACES)].append(name)
+        for part, names in split.items():
+            install_memo.write(_memo_name(part), {"hash": self.digest, "count": self.count, "names": names})
+        return split[device]
 
 
 _OPS = _Ops()
+
+
+@lru_cache(maxsize=None)
+def _memo_name(device: bool) -> str:
+    """The install memo of one part of TVM's op names, one per TVM install (by its package's path)."""
+    import tvm
+
+    return f"tvm-ops-{hashlib.sha256(tvm.__file__.encode()).hexdigest()[:16]}-{'device' if device else 'host'}"
 
 
 def _scan(ops: list[Any], patterns: list[str], out: dict[str, str]) -> None:

@@ -4,7 +4,13 @@ Flags, preludes, the C fix-ups, the CUDA header shim, the packing of the blob an
 live in jitflow's sources, and an edit to any of them must not be served libraries built before
 it (as Triton hashes its own sources into its cache keys). The digest covers every file under the
 folders below (so files added there later are covered too) and the listed cache modules, skipping
-only compiled Python. It is computed once per process.
+only compiled Python.
+
+It is computed once per process, and once per install: the digest is memoized (install_memo.py)
+with a signature of what stat says of every recipe file (its size, its modification and change
+times in nanoseconds, its inode). A process that finds the signature unchanged takes the memo's
+digest without reading the files, as Python takes a module's bytecode when its source's stat is
+unchanged; any edit, replacement, added or removed file reads them all again.
 """
 from __future__ import annotations
 
@@ -13,12 +19,16 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from .. import install_memo
+
 PACKAGE = Path(__file__).resolve().parent.parent
 #: folders of jitflow whose every file shapes what is built
 FOLDERS = ("builder", "toolchain", "formats", "targets")
 #: single files that decide what an entry holds and what its key covers
 FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py",
          "cache/lowering_rules.py", "options.py", "pass_context.py")
+#: the install memo's name for the digest
+MEMO = "recipe"
 
 
 def _files() -> list[tuple[str, str]]:
@@ -39,11 +49,20 @@ def _files() -> list[tuple[str, str]]:
     return sorted(found)
 
 
-@lru_cache(maxsize=1)
-def digest() -> str:
-    """sha256 (hex) over the relative name and the bytes of every recipe file."""
+def signature(files: list[tuple[str, str]]) -> str:
+    """sha256 over each file's name and stat (size, mtime and ctime in ns, inode, device): what
+    changes when a file is edited, replaced, added or removed."""
     h = hashlib.sha256()
-    for name, path in _files():
+    for name, path in files:
+        st = os.stat(path)
+        h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}\n".encode())
+    return h.hexdigest()
+
+
+def _read_all(files: list[tuple[str, str]]) -> str:
+    """sha256 (hex) over the relative name and the bytes of every file."""
+    h = hashlib.sha256()
+    for name, path in files:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             data = os.read(fd, os.fstat(fd).st_size + 1)
@@ -51,3 +70,17 @@ def digest() -> str:
             os.close(fd)
         h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
     return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def digest() -> str:
+    """sha256 (hex) over the relative name and the bytes of every recipe file: the memo's, when the
+    files' signature is the one it was taken with (stat first, so an edit meanwhile reads again)."""
+    files = _files()
+    found = signature(files)
+    memo = install_memo.read(MEMO)
+    if isinstance(memo, dict) and memo.get("signature") == found and isinstance(memo.get("digest"), str):
+        return memo["digest"]
+    value = _read_all(files)
+    install_memo.write(MEMO, {"signature": found, "digest": value})
+    return value

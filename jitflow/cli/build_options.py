@@ -97,7 +97,7 @@ def _check_arch_use(target: str, archs: list[str] | None) -> None:
 def _has_relax(obj: Any) -> bool:
     import tvm
 
-    from ..builder.prepare import is_relax
+    from ..ir_module import is_relax
 
     return isinstance(obj, tvm.IRModule) and is_relax(obj)
 

@@ -16,8 +16,6 @@ from typing import Any, Callable
 from ..errors import LibraryFormatError
 
 SYMBOL = "__tvm_ffi__library_bin"
-#: the kind of the module that holds a Relax VM executable (its bytecode and constants)
-VM_KIND = "relax.VMExecutable"
 _DTYPE_CODES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat", 5: "complex", 6: "bool"}
 _MAX_COUNT = 1 << 24
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LibraryFormatError
-from .library_blob import VM_KIND, LibraryBlob, _Reader
+from . import VM_KIND
+from .library_blob import LibraryBlob, _Reader
 
 KIND = VM_KIND
 VERSION = "0.14"

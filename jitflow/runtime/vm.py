@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from ..errors import InvalidInputError, LoadError
-from ..formats.library_blob import VM_KIND
+from ..formats import VM_KIND
 from .tensors import device_of
 from .virtual_machine import VirtualMachine
 

@@ -1,29 +1,42 @@
-"""CUDA source -> fatbin with the compiler the user chose (NVRTC by default, or nvcc), for a CUDA floor."""
+"""CUDA source -> fatbin with the compiler the user chose (NVRTC by default, or nvcc), for a CUDA floor.
+
+What jitflow.compile asks of it on every call, cache hits included (the archs of "portable", the
+default CUDA floor), imports no compiler: the compilers and the PTX checks are imported by the
+functions that compile.
+"""
 from __future__ import annotations
 
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import TargetError
 from ..targets.archs import arch_number, is_portable, portable_archs
 from ..targets.cuda_floor import CudaVersion
-from . import ptx_floor
-from .cuda_flags import CudaFlags
+from . import versions
+
+if TYPE_CHECKING:
+    from .cuda_flags import CudaFlags
 
 
 def compile_fatbin(source_path: Path, archs: Sequence[str], compiler: str, options: Sequence[str] = (),
                    on_arch: Callable[[str, float], None] | None = None,
                    floor: CudaVersion | None = None, text: str | None = None,
-                   flags: CudaFlags = CudaFlags()) -> tuple[bytes, str]:
+                   flags: CudaFlags | None = None) -> tuple[bytes, str]:
     """Fatbin with SASS for every arch and PTX for the lowest, plus the compiler's log.
 
     floor: the fatbin's PTX is brought to an ISA the driver of that CUDA version JIT-compiles, and
     the PTX ISA is then read back from the fatbin itself and checked. text (NVRTC only): compile
     this instead of the file's source (a piece of it, see builder/device_compile.py). flags: the
-    defines and ptxas flags to start from (cuda_flags.for_build: TVM's CUDA variables applied).
+    defines and ptxas flags to start from (cuda_flags.for_build: TVM's CUDA variables applied;
+    default TVM's own flags).
     """
+    from . import ptx_floor
+    from .cuda_flags import CudaFlags
+
+    flags = CudaFlags() if flags is None else flags
+
     if compiler == "nvcc":
         from . import nvcc
 
@@ -59,13 +72,11 @@ def compiler_version(compiler: str) -> CudaVersion:
 def default_floor(compiler: str) -> CudaVersion:
     """The oldest driver of the compiler's CUDA major version: 13.0 for NVRTC 13.5.
 
-    For NVRTC the major version is read from the wheel's metadata (no library is loaded: this runs
-    on every jitflow.compile, cache hits included).
+    For NVRTC the major version is read from the wheel's metadata (no library is loaded, and nvrtc.py
+    is not imported: this runs on every jitflow.compile, cache hits included).
     """
     if compiler != "nvcc":
-        from . import nvrtc
-
-        m = re.search(r"nvidia-cuda-nvrtc==(\d+)\.", nvrtc.version())
+        m = re.search(r"nvidia-cuda-nvrtc==(\d+)\.", versions.nvrtc())
         if m:
             return CudaVersion(int(m.group(1)), 0)
     return CudaVersion(compiler_version(compiler).major, 0)

@@ -1,6 +1,7 @@
 """Installed package versions, read from their dist-info folders rather than importlib.metadata, which
 walks every sys.path entry: on machines with large environments that costs tens of milliseconds
-per lookup, which a cache hit cannot afford.
+per lookup, which a cache hit cannot afford. Here a lookup is one listing of the folder (kept for
+the process) and a comparison of the names in it.
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def version(dist: str, site_dirs: Iterable[str | os.PathLike]) -> str | None:
             if not entry.endswith(".dist-info"):
                 continue
             name, sep, found = entry[:-len(".dist-info")].partition("-")
-            if sep and _normalized(name) == wanted:
+            # normalizing keeps a name's first character but its case: most entries stop there
+            if sep and name[:1].lower() == wanted[:1] and _normalized(name) == wanted:
                 return found
     import importlib.metadata
 

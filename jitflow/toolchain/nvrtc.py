@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from ..errors import CompileError, ToolMissingError
 from ..targets.cuda_floor import CudaVersion
-from . import cccl_shim, dist_info, fatbin_build, ptx_floor
+from . import cccl_shim, fatbin_build, ptx_floor
 from .cuda_flags import CudaFlags
 
 log = logging.getLogger("jitflow")
@@ -38,19 +38,6 @@ def include_dirs() -> tuple[str, ...]:
             if (inc / "cccl" / "cuda" / "std").is_dir():
                 return (str(inc / "cccl"), str(inc))
     raise ToolMissingError(f"the CCCL headers (nvidia-cuda-cccl) were not found; {INSTALL_HINT}")
-
-
-@lru_cache(maxsize=1)
-def version() -> str:
-    """NVRTC and nvfatbin wheel versions (part of the cache key)."""
-    try:
-        import nvidia
-
-        sites = [dist_info.site_of(root) for root in getattr(nvidia, "__path__", [])]
-    except ImportError:
-        sites = []
-    return ";".join(f"{dist}=={dist_info.version(dist, sites) or 'missing'}"
-                    for dist in ("nvidia-cuda-nvrtc", "nvidia-nvfatbin", "nvidia-cuda-cccl"))
 
 
 def _check(result, what: str, log_text: str = "", source: Path | None = None) -> None:

@@ -1,19 +1,45 @@
-"""The versions of the tools that build a library: part of every cache key."""
+"""The versions of the tools that build a library: part of every cache key.
+
+A cache hit takes a key and compiles nothing, so nothing here imports the compilers' wrappers:
+zig's version comes from the ziglang wheel (zig_wheel.py) and NVRTC's from the NVIDIA wheels'
+metadata, each read from the listing of the site folder that holds it (dist_info.py) once per
+process. Only nvcc is asked (`nvcc --version`, nvcc.py), where it is the chosen compiler.
+"""
 from __future__ import annotations
+
+from functools import lru_cache
 
 from .._version import __version__
 from ..targets import TargetSpec
-from . import nvcc, nvrtc, zig
+from . import dist_info, zig_wheel
+
+#: the NVIDIA wheels whose versions name an NVRTC build's compiler
+NVRTC_WHEELS = ("nvidia-cuda-nvrtc", "nvidia-nvfatbin", "nvidia-cuda-cccl")
+
+
+@lru_cache(maxsize=1)
+def nvrtc() -> str:
+    """NVRTC's, nvfatbin's and CCCL's wheel versions ('nvidia-cuda-nvrtc==13.5.1;...'), 'missing' for
+    one that is not installed."""
+    try:
+        import nvidia
+
+        sites = [dist_info.site_of(root) for root in getattr(nvidia, "__path__", [])]
+    except ImportError:
+        sites = []
+    return ";".join(f"{dist}=={dist_info.version(dist, sites) or 'missing'}" for dist in NVRTC_WHEELS)
 
 
 def tool_versions(spec: TargetSpec, cuda_compiler: str) -> dict[str, str]:
     """Versions of jitflow, TVM, zig and (for CUDA) the device compiler."""
     import tvm
 
-    versions = {"jitflow": __version__, "tvm": tvm.__version__, "zig": zig.version()}
+    versions = {"jitflow": __version__, "tvm": tvm.__version__, "zig": zig_wheel.version()}
     if spec.is_cuda:
         if cuda_compiler == "nvcc":
+            from . import nvcc
+
             versions["cuda_compiler"] = nvcc.version()
         else:
-            versions["cuda_compiler"] = nvrtc.version()
+            versions["cuda_compiler"] = nvrtc()
     return versions

@@ -12,8 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import CompileError, ToolMissingError
-from . import dist_info, environment, zig_direct, zig_pch
+from ..errors import CompileError
+from . import environment, zig_direct, zig_pch
+from .zig_wheel import zig_binary
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
 #: zig picks the architecture's baseline CPU (x86-64, armv8-a) for an explicit -target, never the
@@ -30,31 +31,6 @@ _FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
           # add's) doubled resnet18 at x86-64-v3; results also stay the same at every level
           "-ffp-contract=off",
           "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
-
-
-@lru_cache(maxsize=1)
-def zig_binary() -> str:
-    """The zig executable inside the installed ziglang package."""
-    try:
-        import ziglang
-    except ImportError:
-        raise ToolMissingError("the ziglang package is not installed; pip install ziglang") from None
-    exe = Path(ziglang.__file__).parent / "zig"
-    if not exe.is_file():
-        raise ToolMissingError(f"the ziglang package has no zig binary at {exe}; reinstall ziglang")
-    return str(exe)
-
-
-@lru_cache(maxsize=1)
-def version() -> str:
-    """Version of zig (part of the cache key): the wheel's metadata, else `zig version`."""
-    found = dist_info.version("ziglang", [dist_info.site_of(Path(zig_binary()).parent)])
-    if found:
-        return found
-    proc = subprocess.run([zig_binary(), "version"], capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise ToolMissingError("zig does not run (`zig version` failed); reinstall ziglang")
-    return proc.stdout.strip()
 
 
 def _env(zig_cache: Path, local_cache: Path) -> dict[str, str]:

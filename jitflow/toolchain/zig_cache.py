@@ -41,10 +41,10 @@ def default_location() -> Path:
     """`<user cache folder>/jitflow/toolchain/zig-<version>`: one per user and zig version."""
     import platformdirs
 
-    from . import zig
+    from . import zig_wheel
 
     try:
-        version = zig.version()
+        version = zig_wheel.version()
     except JitflowError:
         version = "unknown"
     return Path(platformdirs.user_cache_dir("jitflow", appauthor=False)) / "toolchain" / f"zig-{version}"

@@ -15,11 +15,11 @@ def raw_fatbin():
     """A fatbin exactly as NVRTC + nvfatbin write it (no floor: the compiler's own PTX ISA)."""
     import tvm
 
-    from jitflow.builder import prepare
+    from jitflow import ir_module
     from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_80")
-    lowered = tvm.compile(prepare.prepare(kernels.vecadd_cuda()), target=spec.tvm_target())
+    lowered = tvm.compile(ir_module.prepare(kernels.vecadd_cuda()), target=spec.tvm_target())
     source = lowered.mod.imports[0].inspect_source()
     data, _log = nvrtc.compile_fatbin(source, ["sm_80", "sm_90"])
     return data

@@ -15,8 +15,8 @@ from conftest import module_cache
 from tvm.script import tirx as T
 
 import jitflow
-from jitflow import cli
-from jitflow.builder import lower, prepare
+from jitflow import cli, ir_module
+from jitflow.builder import lower
 from jitflow.errors import InvalidInputError, ToolMissingError
 from jitflow.report import Report, device_text
 from jitflow.report import host_code as host_analysis
@@ -100,7 +100,7 @@ def matmul_dynamic_shared(n: int = 256, tile: int = 16):
 
 def _lowered_host(mod, target="cuda"):
     """(host analysis, lowered) of a module, without building it."""
-    lowered = lower.lower(prepare.prepare(mod), resolve_target(target, "sm_90" if target == "cuda" else None))
+    lowered = lower.lower(ir_module.prepare(mod), resolve_target(target, "sm_90" if target == "cuda" else None))
     infos = [k for d in lowered.devices for k in d.payload.kernels]
     return host_analysis.analyze(lowered.host_c, infos), lowered
 

@@ -7,7 +7,8 @@ import kernels
 import pytest
 
 import jitflow
-from jitflow.builder import lower, prepare
+from jitflow import ir_module
+from jitflow.builder import lower
 from jitflow.targets import resolve_target
 from jitflow.toolchain import cccl_shim as cuda_std_shim
 from jitflow.toolchain import nvrtc as cuda_nvrtc
@@ -30,7 +31,7 @@ def masked(n: int = 256):
 
 def _source(mod) -> str:
     spec = resolve_target("cuda", "sm_90")
-    lowered = lower.lower(prepare.prepare(mod), spec)
+    lowered = lower.lower(ir_module.prepare(mod), spec)
     (device,) = lowered.devices
     return device.source
 

@@ -60,11 +60,11 @@ def test_tvm_blob_round_trips_byte_for_byte(cache_dir):
     import tvm
     import tvm_ffi
 
-    from jitflow.builder import prepare
+    from jitflow import ir_module
     from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_90")
-    host = tvm.compile(prepare.prepare(kernels.vecadd_cuda()), target=spec.tvm_target()).mod
+    host = tvm.compile(ir_module.prepare(kernels.vecadd_cuda()), target=spec.tvm_target()).mod
     raw = bytes(tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(host).numpy().tobytes())
     blob = library_blob.parse(raw)
     assert library_blob.serialize(blob) == raw

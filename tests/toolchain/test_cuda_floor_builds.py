@@ -69,11 +69,11 @@ def test_ptx_using_a_newer_feature_than_the_target_isa_is_refused():
 def test_a_fatbin_from_another_compiler_is_brought_to_the_floor(cache_dir):
     import tvm
 
-    from jitflow.builder import prepare
+    from jitflow import ir_module
     from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_80")
-    source = tvm.compile(prepare.prepare(kernels.vecadd_cuda()), target=spec.tvm_target()).mod.imports[0]
+    source = tvm.compile(ir_module.prepare(kernels.vecadd_cuda()), target=spec.tvm_target()).mod.imports[0]
     raw, _ = nvrtc.compile_fatbin(source.inspect_source(), ["sm_80", "sm_90"])   # the compiler's own ISA
     floor = CudaVersion(13, 0)
     fixed = ptx_floor.fatbin_to_floor(raw, floor)

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_python
 
 from jitflow.errors import CacheError
-from jitflow.toolchain import zig, zig_cache
+from jitflow.toolchain import zig_cache, zig_wheel
 
 BUILD = """
     import numpy as np, tvm, jitflow, kernels
@@ -29,7 +29,7 @@ def test_one_private_toolchain_folder_serves_every_cache_folder(tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "JITFLOW_ZIG_CACHE_DIR": ""}
     first = run_python(BUILD, env=dict(env, JITFLOW_CACHE_DIR=str(tmp_path / "a")))
     assert first.stdout.split() == ["built"] * 3
-    folder = tmp_path / "xdg" / "jitflow" / "toolchain" / f"zig-{zig.version()}"
+    folder = tmp_path / "xdg" / "jitflow" / "toolchain" / f"zig-{zig_wheel.version()}"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     names = {p.name for p in folder.rglob("*")}
     # zig's glibc stubs, libc_nonshared.a and compiler runtime take seconds to build: none was needed
