@@ -102,7 +102,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
-                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host))
+                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host),
+                         entry_points_only=True)
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 
 from ...errors import HostCodeError
 from .legalize import function_name, legalize_module
+from .outline import outline_module
 
 _BUILD_C = "target.build.c"
 _LOCK = threading.Lock()
@@ -52,8 +53,9 @@ def explain_failure(error: Exception, mod: Any, target: Any, build: Callable[[An
 
 
 @contextmanager
-def legalized_c_host() -> Iterator[None]:
-    """While active, TVM's C host modules are legalized before printing; a failure is a HostCodeError."""
+def legalized_c_host(outline: bool = False) -> Iterator[None]:
+    """While active, TVM's C host modules are legalized before printing; a failure is a HostCodeError.
+    `outline`: each entry function's compute body is printed as a function of its own (outline.py)."""
     import tvm_ffi
 
     original = tvm_ffi.get_global_func(_BUILD_C)
@@ -62,6 +64,7 @@ def legalized_c_host() -> Iterator[None]:
     def build(mod: Any, target: Any) -> Any:
         try:
             legal = legalize_module(mod)
+            legal = outline_module(legal) if outline else legal
         except HostCodeError as exc:
             failures.append(exc)
             raise
