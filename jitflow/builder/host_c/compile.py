@@ -129,7 +129,7 @@ class HostCompile:
             try:
                 objects = [f.result() for f in self._futures]
             except CompileError as exc:
-                if len(self.pieces) == 1:
+                if self.pieces == [self.source]:
                     raise
                 log.debug("jitflow: the host C pieces failed (%s); compiling the file whole", exc.log[-500:])
                 for path in self.folder.glob("host_*.o"):
