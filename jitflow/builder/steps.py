@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,17 @@ from .progress import Progress
 
 
 def _include_dirs() -> list[str]:
+    return list(_found_include_dirs())
+
+
+@lru_cache(maxsize=1)
+def _found_include_dirs() -> tuple[str, ...]:
+    """TVM's and tvm-ffi's include folders (looked up once per process: they do not move)."""
     import tvm
     import tvm_ffi.libinfo
 
-    return list(dict.fromkeys([tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
-                               tvm_ffi.libinfo.find_dlpack_include_path()]))
+    return tuple(dict.fromkeys([tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
+                                tvm_ffi.libinfo.find_dlpack_include_path()]))
 
 
 def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, settings: Settings,
