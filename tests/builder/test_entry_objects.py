@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tvm
 from conftest import module_cache
+from tvm.script import tirx as T
 
 import jitflow
 from jitflow.builder.host_c import split as split_c
@@ -87,6 +88,31 @@ def test_the_same_bytes_whether_the_entries_were_compiled_now_or_before(env):
     third = jitflow.compile(mod, "c", cache_salt="third")
     third.build()
     assert _sha(third) == _sha(first) and not damaged.read_bytes().endswith(b"damaged!")
+
+
+@T.prim_func(s_tir=True)
+def scaled_add(a: T.handle, b: T.handle, c: T.handle, alpha: T.float32):
+    n, m = T.int32(), T.int32()
+    A = T.match_buffer(a, (n, m), "float32")
+    B = T.match_buffer(b, (n, m), "float32", strides=(T.int32(), 1))
+    C = T.match_buffer(c, (n, m), "float32")
+    for i, j in T.grid(n, m):
+        with T.sblock("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * alpha + B[vi, vj]
+
+
+def test_a_body_gets_the_shapes_strides_and_scalars_its_entry_read(env):
+    exe = jitflow.compile(scaled_add, "c")
+    exe.build()
+    assert "main_compute_(alpha, n, m, A, " in _host_c(exe)          # in the order the entry defines them
+    rng = np.random.default_rng(3)
+    for n, m, row in ((5, 7, 9), (3, 1, 4)):
+        a = rng.random((n, m), dtype="float32")
+        b = tvm.runtime.tensor(rng.random((n, row), dtype="float32")[:, :m].copy())
+        c = tvm.runtime.tensor(np.zeros((n, m), "float32"))
+        exe["main"](tvm.runtime.tensor(a), b, c, 1.5)
+        np.testing.assert_allclose(c.numpy(), a * 1.5 + b.numpy(), rtol=1e-6)
 
 
 def test_entries_that_use_the_files_state_stay_with_it():

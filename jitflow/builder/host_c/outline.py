@@ -5,15 +5,16 @@ TVM's MakePackedAPI marks where a function's own statements start (an AttrStmt "
 named `<name>_compute_`); everything before it is argument checking, which is the same text for
 every function of one signature. Outlined, the entry functions of a CPU kernel library depend
 only on the signatures, so their object is compiled once per machine and signature
-(toolchain/entry_objects.py) instead of once per library: for a small kernel the checks are
+(toolchain/object_cache.py) instead of once per library: for a small kernel the checks are
 about half of clang's work.
 
 The compute function takes what its body uses from the entry (buffer pointers, shape and stride
 values, the device id), in the order the entry defines them; it returns the body's own return
 code (non-zero after an error it reported), which the entry returns when it is not zero.
 
-Only bodies that call nothing of TVM's runtime are outlined (no packed calls, workspaces, static
-handles): those are what `inspect` reads from the host C of the entry itself. A library keeps
+Only bodies that call nothing of TVM's runtime are outlined (no packed calls, no workspaces): what
+`inspect` reads from the host C (allocations, launches, copies, with the shape symbols the entry
+defines) stays in the entry as printed. A library keeps
 only the `__tvm_ffi_*` entry points exported (toolchain/link.py), so a compute function is
 internal to its library.
 """
@@ -87,7 +88,7 @@ def _outline(func: Any, scope: Any, name: str) -> tuple[Any, Any]:
     used = sorted(found, key=lambda v: rank.get(v.__chandle__(), len(rank) + order[v.__chandle__()]))
     params, decls = [], []
     for var in used:
-        if isinstance(var, tirx.Buffer):        # the body reads the buffer: pass its data pointer
+        if isinstance(var.ty, tirx.BufferType):     # the body reads the buffer: pass its data pointer
             data = tvm.ir.expr.Var(var.name, tvm.ir.PointerType(tvm.ir.PrimType(str(var.dtype))))
             params.append(data)
             decls.append(tirx.DeclBuffer(var, data=data))
