@@ -133,7 +133,6 @@ def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
     return out
 
 
-@legalized_c_host()   # TVM's C printer gets the host IR legalized (host_c/legalize.py)
 def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
           relax_pipeline: Any = None, caller_context: Any = NOT_GIVEN, defer_pack: bool = False) -> Lowered:
     """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure.
@@ -153,15 +152,19 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
     options = {"relax_pipeline": "default" if relax_pipeline is None else relax_pipeline} if relax else {}
     if caller_context is NOT_GIVEN:
         caller_context = pass_context.caller_context()
-    try:
-        with _tvm_does_not_compile_cuda(), pass_context.entered(caller_context, pass_config), \
-                memory_facts.observing() as seen:
-            executable = tvm.compile(mod, target=spec.tvm_target(), **options)
-    except Exception as exc:
-        text = str(exc)
-        if "Did you forget to bind" in text or "not bound to" in text:
-            raise ScheduleError(f"loops are not bound to GPU threads:\n{text}") from None
-        raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
+    # TVM's C printer gets the host IR legalized (host_c/legalize.py; what it cannot print is raised as
+    # a HostCodeError in place of the LoweringError below); a CPU kernel library's entry functions are
+    # outlined from their bodies (host_c/outline.py: their object is shared)
+    with legalized_c_host(outline=not spec.is_cuda and not relax):
+        try:
+            with _tvm_does_not_compile_cuda(), pass_context.entered(caller_context, pass_config), \
+                    memory_facts.observing() as seen:
+                executable = tvm.compile(mod, target=spec.tvm_target(), **options)
+        except Exception as exc:
+            text = str(exc)
+            if "Did you forget to bind" in text or "not bound to" in text:
+                raise ScheduleError(f"loops are not bound to GPU threads:\n{text}") from None
+            raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
     root = executable.mod
     if root.kind == vm_program.KIND:
         lowered = _lowered_vm(root, with_devices=spec.is_cuda or not defer_pack)

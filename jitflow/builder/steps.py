@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,17 @@ from .progress import Progress
 
 
 def _include_dirs() -> list[str]:
+    return list(_found_include_dirs())
+
+
+@lru_cache(maxsize=1)
+def _found_include_dirs() -> tuple[str, ...]:
+    """TVM's and tvm-ffi's include folders (looked up once per process: they do not move)."""
     import tvm
     import tvm_ffi.libinfo
 
-    return list(dict.fromkeys([tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
-                               tvm_ffi.libinfo.find_dlpack_include_path()]))
+    return tuple(dict.fromkeys([tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
+                                tvm_ffi.libinfo.find_dlpack_include_path()]))
 
 
 def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, settings: Settings,
@@ -102,7 +109,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
-                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host))
+                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host),
+                         entry_points_only=True)
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 from ...errors import HostCodeError
 from .legalize import function_name, legalize_module
 from .noalias import split_compute
+from .outline import outline_module
 
 _BUILD_C = "target.build.c"
 _LOCK = threading.Lock()
@@ -53,8 +54,9 @@ def explain_failure(error: Exception, mod: Any, target: Any, build: Callable[[An
 
 
 @contextmanager
-def legalized_c_host() -> Iterator[None]:
-    """While active, TVM's C host modules are legalized before printing; a failure is a HostCodeError."""
+def legalized_c_host(outline: bool = False) -> Iterator[None]:
+    """While active, TVM's C host modules are legalized before printing; a failure is a HostCodeError.
+    `outline`: each entry function's compute body is printed as a function of its own (outline.py)."""
     import tvm_ffi
 
     original = tvm_ffi.get_global_func(_BUILD_C)
@@ -63,6 +65,7 @@ def legalized_c_host() -> Iterator[None]:
     def build(mod: Any, target: Any) -> Any:
         try:
             legal = split_compute(legalize_module(mod))
+            legal = outline_module(legal) if outline else legal
         except HostCodeError as exc:
             failures.append(exc)
             raise

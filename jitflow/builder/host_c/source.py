@@ -9,6 +9,7 @@ import re
 
 from ...errors import CompileError, HostCodeError
 from .noalias_c import restrict_compute
+from .outline import SUFFIX as _COMPUTE_SUFFIX
 from .prelude import END_MARK, MARK, prelude_for
 
 _ANCHOR = "#include <math.h>\n"
@@ -28,8 +29,11 @@ def host_source(text: str) -> str:
 
 
 def tir_name(symbol: str) -> str:
-    """The TIR function's name for a C symbol (TVM names the packed entry of f `__tvm_ffi_f`)."""
-    return symbol[len(_ENTRY_PREFIX):] if symbol.startswith(_ENTRY_PREFIX) else symbol
+    """The TIR function's name for a C symbol (TVM names the packed entry of f `__tvm_ffi_f`, and
+    the body outlined from it `f_compute_`)."""
+    if symbol.startswith(_ENTRY_PREFIX):
+        return symbol[len(_ENTRY_PREFIX):]
+    return symbol[:-len(_COMPUTE_SUFFIX)] if symbol.endswith(_COMPUTE_SUFFIX) else symbol
 
 
 def _function_at(lines: list[str], number: int) -> str | None:
