@@ -86,7 +86,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
                        None if lowered.devices else clock.show,   # the device code has the line first
-                       settings.build_jobs, cpu=options.cpu_level.zig_cpu if options.cpu_level else None)
+                       settings.build_jobs, cpu=options.cpu_level.zig_cpu if options.cpu_level else None,
+                       share_entries=not spec.is_cuda and not lowered.is_vm)
     try:
         if lowered.pending:
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
@@ -109,8 +110,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
-                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host),
-                         entry_points_only=True)
+                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host))
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

@@ -39,9 +39,6 @@ _DEVICE_COPY = "TVMDeviceCopyDataFromTo("
 _DTYPE_CODES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat"}
 _COPY_DIRECTIONS = {"tensorcopyfrombytes": "host->device", "tensorcopytobytes": "device->host"}
 RUNTIME_DIRECTION = "decided by the tensors' devices at run time"
-#: jitflow prints the body of a CPU kernel's entry f as a function of its own, f_compute_
-#: (builder/host_c/outline.py): it is read as a part of f
-_COMPUTE_SUFFIX = "_compute_"
 _GRID = {"blockIdx.x": 0, "blockIdx.y": 1, "blockIdx.z": 2}
 _BLOCK = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
 
@@ -152,26 +149,15 @@ class _Scanner:
     def _leave(self, number: int) -> None:
         name = _exported_name(self.function or "")
         functions = self.out.functions
-        if self._entry_of(self.function or "") is not None:
-            self.function = None
-            return
         if compute_functions.entry_of(self.function or "") and functions and functions[-1].name == name:
             functions[-1] = HostFunction(name, functions[-1].symbol, functions[-1].line, number)
         else:
             functions.append(HostFunction(name, self.function or "", self.start, number))
         self.function = None
 
-    def _entry_of(self, c_name: str) -> str | None:
-        """The entry function whose outlined body `c_name` is (printed before it), if it is one."""
-        if not c_name.endswith(_COMPUTE_SUFFIX):
-            return None
-        entry = "__tvm_ffi_" + c_name[:-len(_COMPUTE_SUFFIX)]
-        return entry if any(f.symbol == entry for f in self.out.functions) else None
-
     @property
     def fname(self) -> str:
-        function = self.function or ""
-        return _exported_name(self._entry_of(function) or function)
+        return _exported_name(self.function or "")
 
     def expr(self, text: str) -> Expr:
         return c_expr.parse(text, self.definitions)

@@ -41,30 +41,15 @@ _LIBC_NAMES = re.compile(r"__\w+_chk|__chk_fail|__stack_chk_\w+")
 def stubs(host: str, zig_cache: Path) -> list[Path]:
     """The stub libc.so.6 and libm.so.6 for `host`, built once per zig cache folder."""
     folder = made_once(zig_cache / "jitflow-host-libs" / f"stubs-{_STUB_RECIPE}" / host, STUBS,
-                   lambda work, local: _build_stubs(work, local, host, zig_cache))
+                        lambda work, local: _build_stubs(work, local, host, zig_cache))
     return [folder / name for name in STUBS]
-
-
-#: what a library exports: TVM's entry points (`__tvm_ffi_<name>`, its blob and context) and nothing
-#: else, so the functions it calls internally bind inside it (never to another library's)
-EXPORTS = "{ global: __tvm_ffi_*; local: *; };\n"
-_EXPORTS_RECIPE = hashlib.sha256(EXPORTS.encode()).hexdigest()[:16]
-
-
-def exports_map(zig_cache: Path) -> Path:
-    """The linker version script of EXPORTS, written once per zig cache folder."""
-    def write(work: Path, _local: Path) -> None:
-        (work / "exports.map").write_text(EXPORTS)
-
-    return made_once(zig_cache / "jitflow-host-libs" / f"exports-{_EXPORTS_RECIPE}", ("exports.map",),
-                     write) / "exports.map"
 
 
 def builtins_archive(host: str, zig_cache: Path) -> Path:
     """The archive of builtins_c.py for `host`, built once per zig cache folder."""
     recipe = hashlib.sha256("\n".join([builtins_c.SOURCE, *zig.flags(host, Path("/"))]).encode()).hexdigest()[:16]
     folder = made_once(zig_cache / "jitflow-host-libs" / f"builtins-{recipe}" / host, (ARCHIVE,),
-                   lambda work, local: _build_archive(work, local, host, zig_cache))
+                        lambda work, local: _build_archive(work, local, host, zig_cache))
     return folder / ARCHIVE
 
 

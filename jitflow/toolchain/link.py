@@ -16,10 +16,8 @@ log = logging.getLogger("jitflow")
 
 def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
                 show: Callable[[str], None] | None = None, data: Sequence[Path] = (),
-                needs: Iterable[str] = (), cpu: dict[str, Any] | None = None, entry_points_only: bool = False) -> None:
+                needs: Iterable[str] = (), cpu: dict[str, Any] | None = None) -> None:
     """Link objects (and assembly files) into `out`; `data` are more objects that hold data only.
-    `entry_points_only`: the library exports TVM's entry points (`__tvm_ffi_*`) and nothing else
-    (host_libs.EXPORTS), so that the functions its code calls bind inside it.
     The library ends with its digest record, which states `needs` (what of the TVM runtime it needs
     beyond the core: "cuda", "contrib") and `cpu` (its CPU level and the CPU features its code needs:
     target/cpu_level.record).
@@ -40,8 +38,7 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
             show(f"building zig's compiler runtime for {host} (once per machine)")
     zig.link(["-shared", "-nodefaultlibs" if missing else "-nostdlib", "-Wl,--build-id=none"],
              [*[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive],
-             [*([f"-Wl,--version-script={host_libs.exports_map(zig_cache)}"] if entry_points_only else []),
-              "-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)]], out.name, host, cwd,
+             ["-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)]], out.name, host, cwd,
              zig_cache, local_cache)
     marker.unlink(missing_ok=True)
     fields: dict[str, Any] = {"needs": sorted(set(needs))}

@@ -1,7 +1,7 @@
-"""A CPU kernel library's entry functions (argument checks) are outlined from their bodies and
-compiled once per machine and signature: libraries of different schedules share that object, a
-library is byte for byte the same whether the object was compiled now or before (or damaged and
-made again), the body is not exported, and the numbers are numpy's."""
+"""A CPU kernel library's entry functions (argument checks) call their work in compute functions
+and are compiled once per machine and signature: libraries of different schedules share that
+object, a library is byte for byte the same whether the object was compiled now or before (or
+damaged and made again), the compute function is not exported, and the numbers are numpy's."""
 from __future__ import annotations
 
 import hashlib
@@ -62,14 +62,14 @@ def test_schedules_share_their_entries_and_match_numpy(env):
         exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
         np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-5)
     texts = [_host_c(exe) for exe in exes]
-    assert all("main_compute_(A, B, C)" in t and "int32_t main_compute_(float* A, float* B, float* C) {" in t
-               for t in texts)
+    assert all("jitflow_compute_main(A, B, C)" in t
+               and "int32_t jitflow_compute_main(float* A, float* B, float* C) {" in t for t in texts)
     entries = [split_c.split_entries(t)[0] for t in texts]
-    assert entries[0] == entries[1] and "main_compute_(A, B, C)" in entries[0]
+    assert entries[0] == entries[1] and "jitflow_compute_main(A, B, C)" in entries[0]
     assert split_c.split_entries(texts[0])[1] != split_c.split_entries(texts[1])[1]
     assert (_object_folder(exes[0], env) / object_cache.OBJECT).is_file()
     info = elf.read(exes[0].build_info.library)
-    assert info.exported == ["__tvm_ffi__library_ctx", "__tvm_ffi_main"]      # not the outlined body
+    assert info.exported == ["__tvm_ffi__library_ctx", "__tvm_ffi_main"]      # not the compute function
     with pytest.raises(Exception, match="Mismatched"):                         # the checks still check
         exes[0]["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), tvm.runtime.tensor(np.zeros(N, "float32")))
 
@@ -105,7 +105,7 @@ def scaled_add(a: T.handle, b: T.handle, c: T.handle, alpha: T.float32):
 def test_a_body_gets_the_shapes_strides_and_scalars_its_entry_read(env):
     exe = jitflow.compile(scaled_add, "c")
     exe.build()
-    assert "main_compute_(alpha, n, m, A, " in _host_c(exe)          # in the order the entry defines them
+    assert "jitflow_compute_main(alpha, n, m, A, v, B, C)" in _host_c(exe)   # in the order the entry defines them
     rng = np.random.default_rng(3)
     for n, m, row in ((5, 7, 9), (3, 1, 4)):
         a = rng.random((n, m), dtype="float32")
@@ -116,12 +116,15 @@ def test_a_body_gets_the_shapes_strides_and_scalars_its_entry_read(env):
 
 
 def test_entries_that_use_the_files_state_stay_with_it():
-    text = ("#include <stdint.h>\nstatic int32_t calls = 0;\nint32_t f_compute_(void);\n"
-            "int32_t __tvm_ffi_f(void* s, void* a, int32_t n, void* r) { calls++; return f_compute_(); }\n"
-            "int32_t f_compute_(void) { return 0; }\n")
+    text = ("#include <stdint.h>\nstatic int32_t calls = 0;\n"
+            '__attribute__((visibility("hidden"), noinline)) int32_t jitflow_compute_f(void);\n'
+            "int32_t __tvm_ffi_f(void* s, void* a, int32_t n, void* r) { calls++; return jitflow_compute_f(); }\n"
+            "int32_t jitflow_compute_f(void) { return 0; }\n")
     assert split_c.split_entries(text) is None
-    shared = text.replace("calls++; ", "")
+    shared = text.replace("calls++; ", "") + '__attribute__((visibility("hidden"))) int32_t jitflow_other(void);\n'
     entries, rest = split_c.split_entries(shared)
+    assert "jitflow_other" not in entries and "jitflow_other(void);" in rest      # what the entries do not call
     assert "__tvm_ffi_f(void* s, void* a, int32_t n, void* r) {" in entries and "static int32_t calls" not in entries
-    assert "int32_t f_compute_(void) { return 0; }" in rest and "return f_compute_(); }" not in rest
+    assert "int32_t jitflow_compute_f(void) { return 0; }" in rest and "return jitflow_compute_f(); }" not in rest
+    assert "int32_t jitflow_compute_f(void);" in entries and "int32_t jitflow_compute_f(void);" in rest
     assert split_c.split_entries("int32_t __tvm_ffi_f(void) { return 0; }\n") is None   # nothing else to compile

@@ -48,12 +48,16 @@ class HostCompile:
     `on_progress` receives a short description of what is running, for the progress line; `jobs` is
     how many zig processes run at once (default: the usable cores), `pieces` how many pieces the
     source is split into (default: piece_count for `jobs`), `cpu` zig's -mcpu (None: the baseline).
+    `share_entries` (CPU kernel libraries): a source that is not split compiles its entry functions
+    apart, into the object they share with every library of their signatures (object_cache.py).
     """
 
     def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
                  zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
-                 jobs: int | None = None, pieces: int | None = None, cpu: str | None = None) -> None:
+                 jobs: int | None = None, pieces: int | None = None, cpu: str | None = None,
+                 share_entries: bool = False) -> None:
         self.source, self.folder, self.host, self.cpu = source, folder, host, cpu
+        self.share_entries = share_entries
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
         jobs = jobs or usable_cores()
@@ -70,7 +74,7 @@ class HostCompile:
 
     def _start(self, text: str, count: int) -> None:
         texts = split.split(text, count)
-        entries = split.split_entries(text) if len(texts) == 1 else None
+        entries = split.split_entries(text) if self.share_entries and len(texts) == 1 else None
         if entries is not None:          # the entry functions' object is shared (object_cache.py)
             texts = [entries[1]]
         pieces = [self.source] if len(texts) == 1 and entries is None else self._write_pieces(texts)

@@ -1,65 +1,73 @@
-"""Each packed entry function's compute body as a C function of its own, as TVM's LLVM backend
-outlines it: the entry checks and unpacks its arguments, then calls `<name>_compute_`.
+"""A host function's work as a C function of its own, as TVM's LLVM host compiles it.
 
-TVM's MakePackedAPI marks where a function's own statements start (an AttrStmt "compute_scope"
-named `<name>_compute_`); everything before it is argument checking, which is the same text for
-every function of one signature. Outlined, the entry functions of a CPU kernel library depend
-only on the signatures, so their object is compiled once per machine and signature
-(toolchain/object_cache.py) instead of once per library: for a small kernel the checks are
-about half of clang's work.
+TVM's MakePackedAPI marks where a packed function's own statements start (the AttrStmt
+"compute_scope"); everything before it checks and unpacks the arguments. TVM's LLVM host compiles
+that scope as a function of its own, whose pointer arguments are `noalias` when the PrimFunc
+promises so (`tirx.noalias`: TVM's te, FuseTIR and legalized Relax operators set it; a TVMScript
+function has it only when written). TVM's C printer prints one function. This pass, on the host IR
+just before it prints, does what the LLVM host does, for two reasons:
 
-The compute function takes what its body uses from the entry (buffer pointers, shape and stride
-values, the device id), in the order the entry defines them; it returns the body's own return
-code (non-zero after an error it reported), which the entry returns when it is not zero.
+- aliasing: the printed C reads each buffer's data pointer into a local, so clang must assume that
+  a store to one buffer may change any other; it keeps running sums in memory and vectorizes
+  nothing. `restrict` on parameters tells clang what TVM tells LLVM (a 1x1 convolution of
+  mobilenet_v2 ran 7x faster): outline_c.py writes it on the compute functions named here;
+- the argument checks: they depend only on the signature (about half of clang's work for a small
+  kernel), so with the work moved out, the entries of a CPU kernel library are the same text for
+  every kernel of one signature and compile once per machine (split.split_entries,
+  toolchain/object_cache.py).
 
-Only bodies that call nothing of TVM's runtime are outlined (no packed calls, no workspaces): what
-`inspect` reads from the host C (allocations, launches, copies, with the shape symbols the entry
-defines) stays in the entry as printed. A library keeps
-only the `__tvm_ffi_*` entry points exported (toolchain/link.py), so a compute function is
-internal to its library.
+Each function whose compute scope reads or writes memory on the CPU, and that promises no aliasing
+or is asked for (`every_function`: CPU targets), becomes its entry calling
+`jitflow_compute_<name>` (formats/compute_functions.py). The compute function takes every variable
+the scope uses from the entry, a buffer as its data pointer, in the order the entry defines them
+(so the call's text depends on the signature only); an error code it returns is returned by the
+entry. Functions that only call others (the host side of CUDA modules, which launches kernels;
+wrappers of packed calls) keep their code.
 """
 from __future__ import annotations
 
 from typing import Any
 
-SCOPE = "compute_scope"
-SUFFIX = "_compute_"          # TVM's name for the outlined body of function f: f_compute_
-_PACKED = 1                   # calling_conv of a packed (TVM FFI) function
-#: call ops of TVM's runtime (and the C names of its API): a body that uses them stays in its entry
-_RUNTIME_OPS = ("tirx.tvm_", "tirx.TVM")
-_EXTERN_OPS = ("tirx.call_extern", "tirx.call_pure_extern")
+from ...errors import HostCodeError
+from ...formats.compute_functions import PREFIX, compute_name
+from .legalize import function_name
+
+NOALIAS = "tirx.noalias"
+_SCOPE = "compute_scope"
 
 
-def _scopes(body: Any) -> list[Any]:
-    import tvm
-    import tvm_ffi
-
-    found: list[Any] = []
-
-    def visit(node: Any) -> None:
-        if node.attr_key == SCOPE:
-            found.append(node)
-
-    tvm_ffi.structural_walk(body, [(tvm.tirx.AttrStmt, visit)])
-    return found
+def promises_no_aliasing(func: Any) -> bool:
+    """Whether the PrimFunc promises that its buffers are distinct memory (TVM's `tirx.noalias`)."""
+    value = func.attrs.get(NOALIAS) if func.attrs is not None else None
+    return value is not None and bool(getattr(value, "value", value))
 
 
-def _uses_runtime(stmt: Any) -> bool:
-    """Whether `stmt` calls into TVM's runtime (a builtin op or a `TVM*` C function)."""
+def _first(body: Any, kinds: Any, wanted: Any = None) -> Any:
+    """The first node (pre-order) of the given types that `wanted` accepts, or None; expressions are
+    not looked into unless asked for."""
     import tvm
     import tvm_ffi
 
     def visit(node: Any) -> Any:
-        name = getattr(node.op, "name", "")
-        hit = name.startswith(_RUNTIME_OPS) or (
-            name in _EXTERN_OPS and node.args and str(getattr(node.args[0], "value", "")).startswith("TVM"))
-        return tvm_ffi.VisitInterrupt(node) if hit else None
+        return tvm_ffi.VisitInterrupt(node) if wanted is None or wanted(node) else None
 
-    return tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, visit)], order="pre") is not None
+    skip = [] if tvm.ir.expr.TensorLoad in kinds else [(tvm.ir.expr.Expr, lambda _: tvm_ffi.WalkResult.SKIP)]
+    found = tvm_ffi.structural_walk(body, [(kinds, visit), *skip], order="pre")
+    return found.value if found is not None else None
+
+
+def _compute_scope(func: Any) -> Any:
+    """The function's compute scope (MakePackedAPI's), if it reads or writes memory on the CPU."""
+    import tvm
+
+    scope = _first(func.body, (tvm.tirx.AttrStmt,), lambda n: n.attr_key == _SCOPE)
+    if scope is None or _first(scope.body, (tvm.tirx.BufferStore, tvm.ir.expr.TensorLoad)) is None:
+        return None
+    return scope
 
 
 def _definition_order(body: Any, scope: Any) -> dict[int, int]:
-    """Each variable seen before `scope` in a pre-order walk of the entry (by its handle) -> its rank."""
+    """Each variable the entry names before `scope`, in a pre-order walk (by its handle) -> its rank."""
     import tvm
     import tvm_ffi
 
@@ -75,66 +83,86 @@ def _definition_order(body: Any, scope: Any) -> dict[int, int]:
     return rank
 
 
-def _outline(func: Any, scope: Any, name: str) -> tuple[Any, Any]:
-    """(the entry calling the compute function, the compute function) for one compute scope."""
+def _compute_function(entry_body: Any, scope: Any) -> tuple[Any, list[Any]]:
+    """The compute function of a scope, and the entry's values of its parameters."""
     import tvm
-    import tvm_ffi
-    from tvm.ir.prim.expr import NE, IntImm
 
     tirx = tvm.tirx
-    rank = _definition_order(func.body, scope)
-    found = list(tirx.analysis.undefined_vars(scope.body, []))
-    order = {v.__chandle__(): n for n, v in enumerate(found)}
-    used = sorted(found, key=lambda v: rank.get(v.__chandle__(), len(rank) + order[v.__chandle__()]))
-    params, decls = [], []
-    for var in used:
-        if isinstance(var.ty, tirx.BufferType):     # the body reads the buffer: pass its data pointer
-            data = tvm.ir.expr.Var(var.name, tvm.ir.PointerType(tvm.ir.PrimType(str(var.dtype))))
-            params.append(data)
-            decls.append(tirx.DeclBuffer(var, data=data))
-        else:
+    pointers, declarations, params = {}, [], []
+    for var in tirx.analysis.undefined_vars(scope.body, []):
+        if tirx.is_buffer_var(var):
+            pointer = tvm.ir.expr.Var(var.name, tirx.buffer_data_pointer_type(var))   # the name the body reads
+            pointers[var.__chandle__()] = pointer
+            declarations.append(tirx.DeclBuffer(var, data=pointer))
             params.append(var)
-    attrs = {"global_symbol": name, "calling_conv": 0}
-    if func.attrs is not None and "target" in func.attrs:
-        attrs["target"] = func.attrs["target"]
-    body = tirx.SeqStmt([*decls, scope.body, tirx.Return(IntImm("int32", 0))])
-    compute = tirx.PrimFunc(params, body, ret_type=tvm.ir.PrimType("int32")).with_attr(attrs)
-    code = tvm.ir.expr.Var("code", tvm.ir.PrimType("int32"))
-    call = tirx.SeqStmt([tirx.Bind(code, tirx.call_extern("int32", name, *used)),
-                         tirx.IfThenElse(NE(code, IntImm("int32", 0)), tirx.Return(code), None)])
-
-    def replace(node: Any, mutator: Any) -> Any:
-        return call if node.same_as(scope) else mutator.default_mutate(node)
-
-    entry = func.with_body(tvm_ffi.structural_mutate(func.body, [(tirx.AttrStmt, replace)]))
-    return entry, compute
+    inner = tirx.SeqStmt([*declarations, scope.body, tirx.Return(tirx.IntImm("int32", 0))])
+    params += [v for v in tirx.analysis.undefined_vars(inner, list(pointers.values())) if not tirx.is_buffer_var(v)]
+    rank = _definition_order(entry_body, scope)
+    params.sort(key=lambda v: rank.get(v.__chandle__(), len(rank)))       # a stable sort
+    func = tirx.PrimFunc([pointers.get(v.__chandle__(), v) for v in params], inner,
+                         ret_type=tvm.ir.PrimType("int32"))
+    args = [tirx.buffer_data(v) if v.__chandle__() in pointers else v for v in params]
+    return func, args
 
 
-def outline_module(mod: Any) -> Any:
-    """The host IRModule with each packed function's compute body outlined (the same object if
-    there is none to outline)."""
+def _calling(callee: Any, args: list[Any]) -> Any:
+    """The entry's statement in place of the scope: call the compute function, return its error."""
     import tvm
 
-    taken = {g.name_hint for g in mod.functions} | {
-        str(f.attrs["global_symbol"]) for f in mod.functions.values()
-        if f.attrs is not None and "global_symbol" in f.attrs}
-    added = []
+    tirx = tvm.tirx
+    code = tvm.ir.expr.Var("compute_status", "int32")
+    failed = tvm.ir.prim.expr.NE(code, tirx.IntImm("int32", 0))
+    return tirx.SeqStmt([tirx.Bind(code, tvm.ir.Call(callee, args, ret_ty="int32")),
+                         tirx.IfThenElse(failed, tirx.Return(code), None)])
+
+
+def _taken(mod: Any) -> list[str]:
+    """The TIR functions whose C name (global symbol, else the module's name for it) is one of the
+    compute functions' names."""
+    out = []
     for gvar, func in mod.functions.items():
-        if not isinstance(func, tvm.tirx.PrimFunc) or func.attrs is None \
-                or int(func.attrs.get("calling_conv", 0)) != _PACKED:
+        symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
+        if (gvar.name_hint if symbol is None else str(symbol)).startswith(PREFIX):
+            out.append(function_name(gvar, func))
+    return sorted(out)
+
+
+def outline_module(mod: Any, every_function: bool) -> tuple[Any, frozenset[str]]:
+    """(The host IRModule with each function's work outlined, see the module's docstring: the same
+    object if nothing changes; the C names of the compute functions whose buffers do not alias)."""
+    import tvm
+
+    taken = _taken(mod)
+    if taken:
+        raise HostCodeError(f"a function whose C name starts with {PREFIX} (the C host's own names)", taken)
+    updates, added, restrict = {}, {}, set()
+    for gvar, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
             continue
-        scopes = _scopes(func.body)
-        if len(scopes) != 1 or _uses_runtime(scopes[0].body):
+        promised = promises_no_aliasing(func)
+        scope = _compute_scope(func) if promised or every_function else None
+        if scope is None:
             continue
-        name = str(getattr(scopes[0].value, "value", ""))
-        if not name.endswith(SUFFIX) or name in taken:
-            continue
-        taken.add(name)
-        added.append((gvar, *_outline(func, scopes[0], name)))
-    if not added:
-        return mod
+        inner, args = _compute_function(func.body, scope)
+        callee = tvm.ir.GlobalVar(compute_name(function_name(gvar, func)))
+        updates[gvar], added[callee] = func.with_body(_replace(func.body, scope, _calling(callee, args))), inner
+        if promised:
+            restrict.add(callee.name_hint)
+    if not updates:
+        return mod, frozenset()
     out = mod.clone()
-    for gvar, entry, compute in added:
-        out.update_func(gvar, entry)
-        out[tvm.ir.GlobalVar(compute.attrs["global_symbol"])] = compute
-    return out
+    for gvar, func in updates.items():
+        out.update_func(gvar, func)
+    for gvar, func in added.items():
+        out[gvar] = func
+    return out, frozenset(restrict)
+
+
+def _replace(body: Any, old: Any, new: Any) -> Any:
+    import tvm
+    import tvm_ffi
+
+    def attr(node: Any, mutator: Any) -> Any:
+        return new if node.same_as(old) else mutator.default_mutate(node)
+
+    return tvm_ffi.structural_mutate(body, [(tvm.tirx.AttrStmt, attr)])

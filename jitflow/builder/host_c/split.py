@@ -248,11 +248,14 @@ def split(text: str, pieces: int) -> list[str]:
 _ENTRY_PREFIX = "__tvm_ffi_"
 
 
+_ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)")
+
+
 def _declared(item: Item) -> str | None:
     """The function a prototype declares (None for any other item)."""
     if item.kind != "declaration" or item.name is not None or "(" not in item.code:
         return None
-    head = item.code.split("(", 1)[0]
+    head = _ATTRIBUTES.sub(" ", item.code).split("(", 1)[0]
     words = [w for w in _IDENT.findall(head) if w not in _KEYWORDS]
     return words[-1] if len(words) >= 2 else None
 
