@@ -156,3 +156,24 @@ def test_c_names_of_the_compute_parts_are_reserved():
 def test_the_text_pass_leaves_other_c_alone():
     text = "TVM_DLL int32_t __tvm_ffi_f(void* self_handle, void* args, int32_t num_args, void* result) {\n}\n"
     assert outline_c.place_compute(text, {"jitflow_compute_f"}) is text
+
+
+def test_restrict_exactly_where_promised_and_cuda_hosts_keep_their_code():
+    """A Relax model on "c": every function that works on the CPU is outlined, its legalized
+    operators (which promise) with restrict buffers, its shape function (which does not) without.
+    On "cuda" nothing is: the host side launches kernels, and the shape function keeps its code."""
+    import models
+
+    from jitflow.builder import lower
+    from jitflow.targets.spec import resolve_target
+
+    cpu = lower.lower(models.symbolic_mlp(), resolve_target("c")).host_c.splitlines()
+    heads = {line.split("(")[0][len("int32_t "):]: line for line in cpu if line.startswith("int32_t jitflow_compute_")}
+    assert {"jitflow_compute_matmul", "jitflow_compute_relu", "jitflow_compute_shape_func"} <= set(heads)
+    assert heads["jitflow_compute_shape_func"] == "int32_t jitflow_compute_shape_func(int64_t* H) {"
+    assert all("float* restrict" in line for name, line in heads.items() if name != "jitflow_compute_shape_func")
+    cuda = resolve_target("cuda", arch=["sm_90"])
+    promising = tvm.IRModule({"main": kernels.vecadd_cuda(256)["main"].with_attr("tirx.noalias", True)})
+    for mod in (promising, models.symbolic_mlp()):
+        host_c = lower.lower(mod, cuda).host_c
+        assert "TVMFFIFunctionCall" in host_c and "jitflow_compute_" not in host_c
