@@ -5,7 +5,9 @@ tile sizes, parsed before timing), in one run, by
   - jitflow.build_all with local processes (jobs=J),
   - jitflow.build_all(backend="ray") on a local Ray cluster, at W = 1, 2, 4, ... builds at once,
 
-each in candidates per second, with jitflow's ratio to the pool and Ray's scaling against one worker.
+each in candidates per second, with jitflow's ratio to the pool and Ray's scaling against one worker;
+for the pool and the local processes also the CPU time per candidate (of every process involved,
+compilers included), which other work on a shared machine changes less than the rates.
 
     python benchmarks/sweep.py [--candidates 64] [--jobs 2] [--ray-workers 1,2] [--no-ray]
     python benchmarks/sweep.py --candidates 256 --jobs 16 --ray-workers 1,2,4,8      # a 16-core machine
@@ -65,29 +67,36 @@ def _tvm_build(index: int) -> int:
     return index
 
 
-def tvm_pool(mods: list, jobs: int) -> float:
-    """Seconds for the fork pool of TVM's own path over `mods`."""
+def _cpu() -> float:
+    """CPU seconds of this process and of every process it started and waited for (workers, compilers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def tvm_pool(mods: list, jobs: int) -> tuple[float, float]:
+    """Seconds for the fork pool of TVM's own path over `mods`, and the CPU seconds it took."""
     global _MODS, _OUT
     _MODS, _OUT = mods, tempfile.mkdtemp(prefix="sweep-tvm-")
     ctx = multiprocessing.get_context("fork")
-    start = time.perf_counter()
+    cpu, start = _cpu(), time.perf_counter()
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         list(pool.map(_tvm_build, range(len(mods))))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu() - cpu
 
 
-def jitflow_sweep(mods: list, salt: str, jobs: int | None, backend: str) -> float:
-    """Seconds for build_all over `mods` under fresh keys (the salt), all built."""
+def jitflow_sweep(mods: list, salt: str, jobs: int | None, backend: str) -> tuple[float, float]:
+    """Seconds for build_all over `mods` under fresh keys (the salt), all built, and the CPU seconds
+    of this process and its workers (a Ray cluster's workers are not counted)."""
     import jitflow
 
     exes = [jitflow.compile(m, "c", cache_salt=salt) for m in mods]
-    start = time.perf_counter()
+    cpu, start = _cpu(), time.perf_counter()
     results = jitflow.build_all(exes, jobs=jobs, backend=backend)
     seconds = time.perf_counter() - start
     bad = [r for r in results if not r.ok or r.outcome != "built"]
     if bad:
         raise SystemExit(f"{len(bad)} of {len(results)} candidates were not built: {bad[0]!r}")
-    return seconds
+    return seconds, _cpu() - cpu
 
 
 def where_time_goes(mods: list) -> str:
@@ -132,10 +141,14 @@ def main() -> None:
     jitflow.compile(warm[0], "c", cache_salt="warm-up").build()   # zig's probe and stubs, before forking
     print(f"sweep: {len(mods)} distinct {N}x{N} matmul candidates, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the start")
-    pool = len(mods) / tvm_pool(mods, args.jobs)
-    print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s", flush=True)
-    local = len(mods) / jitflow_sweep(mods, "local", args.jobs, "local")
-    print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool", flush=True)
+    seconds, pool_cpu = tvm_pool(mods, args.jobs)
+    pool, pool_cpu = len(mods) / seconds, 1000 * pool_cpu / len(mods)
+    print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s, "
+          f"{pool_cpu:.1f} ms of CPU each", flush=True)
+    seconds, local_cpu = jitflow_sweep(mods, "local", args.jobs, "local")
+    local, local_cpu = len(mods) / seconds, 1000 * local_cpu / len(mods)
+    print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool; "
+          f"{local_cpu:.1f} ms of CPU each, {pool_cpu / local_cpu:.2f}x less", flush=True)
     print(where_time_goes(mods[:16]), flush=True)       # before Ray's threads share this process
     if not args.no_ray:
         ray_sweeps(mods, [int(w) for w in args.ray_workers.split(",")], pool)
@@ -153,7 +166,7 @@ def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:
         ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
         try:
             jitflow_sweep(candidates(2 * w), f"ray warm-up {w}", None, "ray")
-            rate = len(mods) / jitflow_sweep(mods, f"ray {w}", None, "ray")
+            rate = len(mods) / jitflow_sweep(mods, f"ray {w}", None, "ray")[0]
         finally:
             ray.shutdown()
         one = rate if w == 1 else one

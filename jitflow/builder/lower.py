@@ -14,7 +14,7 @@ import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import AbstractSet, Any, Callable, Iterator
 
 from .. import pass_context
 from ..errors import LibraryFormatError, LoweringError, ScheduleError
@@ -134,7 +134,6 @@ def _device_sources(blob: LibraryBlob) -> list[DeviceSource]:
     return out
 
 
-@legalized_c_host()   # TVM's C printer gets the host IR legalized (host_c/legalize.py)
 def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
           relax_pipeline: Any = None, caller_context: Any = NOT_GIVEN, defer_pack: bool = False) -> Lowered:
     """Lower with TVM (host 'c'); raise ScheduleError/LoweringError with TVM's message on failure.
@@ -154,25 +153,30 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
     options = {"relax_pipeline": "default" if relax_pipeline is None else relax_pipeline} if relax else {}
     if caller_context is NOT_GIVEN:
         caller_context = pass_context.caller_context()
-    try:
-        with _tvm_does_not_compile_cuda(), pass_context.entered(caller_context, pass_config), \
-                memory_facts.observing() as seen:
-            executable = tvm.compile(mod, target=spec.tvm_target(), **options)
-    except Exception as exc:
-        text = str(exc)
-        if "Did you forget to bind" in text or "not bound to" in text:
-            raise ScheduleError(f"loops are not bound to GPU threads:\n{text}") from None
-        raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
+    # TVM's C printer gets the host IR legalized (host_c/legalize.py; what it cannot print is raised as
+    # a HostCodeError in place of the LoweringError below) and each function's work outlined
+    # (host_c/outline.py: on CPU targets every function's, on CUDA hosts where no aliasing is promised)
+    with legalized_c_host(every_function=not spec.is_cuda) as printed:
+        try:
+            with _tvm_does_not_compile_cuda(), pass_context.entered(caller_context, pass_config), \
+                    memory_facts.observing() as seen:
+                executable = tvm.compile(mod, target=spec.tvm_target(), **options)
+        except Exception as exc:
+            text = str(exc)
+            if "Did you forget to bind" in text or "not bound to" in text:
+                raise ScheduleError(f"loops are not bound to GPU threads:\n{text}") from None
+            raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
     root = executable.mod
     if root.kind == vm_program.KIND:
-        lowered = _lowered_vm(root, with_devices=spec.is_cuda or not defer_pack)
+        lowered = _lowered_vm(root, printed.restrict, with_devices=spec.is_cuda or not defer_pack)
     elif root.kind != "c":
         raise LoweringError(f"TVM produced a host module of kind {root.kind!r}, expected 'c'")
     elif not root.imports:
-        lowered = Lowered(host_source(root.inspect_source()), None)
+        lowered = Lowered(host_source(root.inspect_source(), printed.restrict), None)
     else:
         blob, raw = _pack(root)
-        lowered = Lowered(host_source(root.inspect_source()), blob, _device_sources(blob), blob_bytes=raw)
+        lowered = Lowered(host_source(root.inspect_source(), printed.restrict), blob, _device_sources(blob),
+                          blob_bytes=raw)
     lowered.ir = seen
     return lowered
 
@@ -199,7 +203,7 @@ def _import_tree(root: Any) -> Iterator[Any]:
         stack.extend(module.imports)
 
 
-def _lowered_vm(root: Any, with_devices: bool) -> Lowered:
+def _lowered_vm(root: Any, restrict: AbstractSet[str], with_devices: bool) -> Lowered:
     """A VM executable: the C host module somewhere below it, the whole tree packed into one blob
     (in finish(); devices are only known once packed, so `with_devices` packs before returning)."""
     hosts = [m for m in _import_tree(root) if m.kind == "c"]
@@ -217,6 +221,6 @@ def _lowered_vm(root: Any, with_devices: bool) -> Lowered:
         lowered.devices = _device_sources(blob)
         lowered.vm_functions = vm_program.parse(payload).entry_functions
 
-    host_c = host_source(hosts[0].inspect_source()) if hosts else ""
+    host_c = host_source(hosts[0].inspect_source(), restrict) if hosts else ""
     lowered = Lowered(host_c, None, vm_functions=[], pending=pack)
     return lowered.finish() if with_devices else lowered

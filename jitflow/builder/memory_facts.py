@@ -266,10 +266,24 @@ def _calls(stmt: Any) -> Iterator[Any]:
                 yield e
 
 
+def _allocates(body: Any) -> bool:
+    """Whether the function calls TVMBackendAllocWorkspace at all (one walk in C++, stopped at the
+    first call; a small kernel has none, and reading each statement in Python costs milliseconds)."""
+    import tvm
+    import tvm_ffi
+
+    def visit(call: Any) -> Any:
+        return tvm_ffi.VisitInterrupt(call) if getattr(call.op, "name", "").endswith(_ALLOC) else None
+
+    return tvm_ffi.structural_walk(body, [(tvm.ir.Call, visit)], order="pre") is not None
+
+
 def host_workspaces(func: Any) -> tuple[list[Workspace], list[lifetimes.Span]]:
     """A host function's workspaces (in order) and their spans (positions: alloc/free events)."""
     from tvm import tirx
 
+    if not _allocates(func.body):
+        return [], []
     allocs: list[tuple[Workspace, Any, int]] = []
     freed: dict[int, int] = {}
     events = 0

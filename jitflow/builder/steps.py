@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,17 @@ from .progress import Progress
 
 
 def _include_dirs() -> list[str]:
+    return list(_found_include_dirs())
+
+
+@lru_cache(maxsize=1)
+def _found_include_dirs() -> tuple[str, ...]:
+    """TVM's and tvm-ffi's include folders (looked up once per process: they do not move)."""
     import tvm
     import tvm_ffi.libinfo
 
-    return list(dict.fromkeys([tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
-                               tvm_ffi.libinfo.find_dlpack_include_path()]))
+    return tuple(dict.fromkeys([tvm.libinfo.find_include_path(), tvm_ffi.libinfo.find_include_path(),
+                                tvm_ffi.libinfo.find_dlpack_include_path()]))
 
 
 def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, settings: Settings,
@@ -79,7 +86,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
                        None if lowered.devices else clock.show,   # the device code has the line first
-                       settings.build_jobs, cpu=options.cpu_level.zig_cpu if options.cpu_level else None)
+                       settings.build_jobs, cpu=options.cpu_level.zig_cpu if options.cpu_level else None,
+                       share_entries=not spec.is_cuda and not lowered.is_vm)
     try:
         if lowered.pending:
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles

@@ -1,9 +1,9 @@
 """How jitflow's host C names the compute part of a host function.
 
-Where a TIR function promises that its buffers do not alias, the host C splits it in two, as TVM's
-LLVM host does: the packed entry `__tvm_ffi_f` (argument checks) calls `jitflow_compute_f`, which
-takes the buffers' data pointers as `restrict` parameters and does the work
-(builder/host_c/noalias.py). The compute function follows its entry in the C file, so readers of
+The host C splits a host function in two, as TVM's LLVM host does: the packed entry `__tvm_ffi_f`
+(argument checks) calls `jitflow_compute_f`, which takes the buffers' data pointers (as `restrict`
+parameters where the TIR function promises that its buffers do not alias) and does the work
+(builder/host_c/outline.py). The compute function follows its entry in the C file, so readers of
 the host C (the report) take both as one host function, `f`. Names starting `jitflow_` are the
 C host's own (the prelude's helpers too): no TIR function may use them.
 """

@@ -40,16 +40,16 @@ _LIBC_NAMES = re.compile(r"__\w+_chk|__chk_fail|__stack_chk_\w+")
 
 def stubs(host: str, zig_cache: Path) -> list[Path]:
     """The stub libc.so.6 and libm.so.6 for `host`, built once per zig cache folder."""
-    folder = _once(zig_cache / "jitflow-host-libs" / f"stubs-{_STUB_RECIPE}" / host, STUBS,
-                   lambda work, local: _build_stubs(work, local, host, zig_cache))
+    folder = made_once(zig_cache / "jitflow-host-libs" / f"stubs-{_STUB_RECIPE}" / host, STUBS,
+                        lambda work, local: _build_stubs(work, local, host, zig_cache))
     return [folder / name for name in STUBS]
 
 
 def builtins_archive(host: str, zig_cache: Path) -> Path:
     """The archive of builtins_c.py for `host`, built once per zig cache folder."""
     recipe = hashlib.sha256("\n".join([builtins_c.SOURCE, *zig.flags(host, Path("/"))]).encode()).hexdigest()[:16]
-    folder = _once(zig_cache / "jitflow-host-libs" / f"builtins-{recipe}" / host, (ARCHIVE,),
-                   lambda work, local: _build_archive(work, local, host, zig_cache))
+    folder = made_once(zig_cache / "jitflow-host-libs" / f"builtins-{recipe}" / host, (ARCHIVE,),
+                        lambda work, local: _build_archive(work, local, host, zig_cache))
     return folder / ARCHIVE
 
 
@@ -72,7 +72,7 @@ def _verified(target: Path, names: tuple[str, ...]) -> bool:
         return False
 
 
-def _once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path], None]) -> Path:
+def made_once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path], None]) -> Path:
     """`target` holding `names`: made by `build(folder, zig's local cache)` in a temporary folder beside
     it with a manifest of their sha256, then renamed in place (a process that loses the race uses the
     winner's). A `target` whose files do not match its manifest is set aside and made again."""

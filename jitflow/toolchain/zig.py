@@ -1,8 +1,9 @@
 """The C toolchain: the zig cc bundled in the `ziglang` wheel (no system compiler, no LLVM install).
 
-Compiles and links run the command zig cc would run (`zig clang ...`, `zig ld.lld ...`), asked for
-once per process (zig_direct.py): some 12 ms of CPU less per small library, which a tuning sweep
-builds by the hundred. If a direct command fails, zig cc runs the same step, and its result stands.
+Compiles and links run the command zig cc would run (`zig clang ...`, `zig ld.lld ...`; for a
+compile, the compiler proper `zig -cc1 ...` that clang's driver runs), asked for once per process
+(zig_direct.py): some 14 ms of CPU less per small library, which a tuning sweep builds by the
+hundred. If a direct command fails, zig cc runs the same step, and its result stands.
 """
 from __future__ import annotations
 
@@ -112,8 +113,9 @@ def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: s
     relative = os.path.relpath(source, cwd)
     includes = tuple(f"-I{d}" for d in include_dirs)
     probe = _compile_probe(host, includes, str(zig_cache), cpu)
-    direct = probe.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
-        if probe else None
+    runs = (probe.compiler_proper() or probe) if probe else None     # clang's compiler proper, if known
+    direct = runs.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
+        if runs else None
     header = _header(probe, source, zig_cache) if direct else None
     if header is not None:
         direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]

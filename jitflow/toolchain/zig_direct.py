@@ -11,6 +11,7 @@ commands unquoted), and the caller keeps to zig cc.
 """
 from __future__ import annotations
 
+import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -23,10 +24,16 @@ SOURCE, OBJECT, LIBRARY = f"{PROBE}.c", f"{PROBE}.o", f"{PROBE}.so"
 
 @dataclass(frozen=True)
 class Probe:
-    """A command zig ran in the probe's `folder`, naming the probe's files."""
+    """A command zig ran in the probe's `folder`, naming the probe's files; for a compile, also the
+    command of clang's compiler proper (`zig -cc1 ...`) that clang's driver runs for it, if known."""
 
     folder: str
     command: tuple[str, ...]
+    frontend: tuple[str, ...] = ()
+
+    def compiler_proper(self) -> Probe | None:
+        """The probe of clang's compiler proper (None if it is not known)."""
+        return Probe(self.folder, self.frontend) if self.frontend else None
 
     def instantiate(self, cwd: str, names: dict[str, Sequence[str]]) -> list[str] | None:
         """The command for a build in `cwd`: each probe file name replaced by the build's names (a
@@ -65,25 +72,44 @@ def probe_compile(zig: str, flags: Callable[[Path], list[str]], env: Callable[[P
         (Path(folder) / SOURCE).write_text("int jitflow_probe;\n")
         words = _printed(zig, [*flags(Path(folder)), "-c", SOURCE, "-o", OBJECT], folder, env(Path(local)),
                          "ZIG_VERBOSE_CC", f"{zig} clang ")
-    if words is None:
-        return None
-    command: list[str] = []
-    dropped = 0
-    it = iter(words)
-    for word in it:
-        if word in ("-MD", "-MV"):
-            continue
-        if word == "-MF":              # zig's dependency file, in its cache
-            next(it, None)
-            dropped += 1
-            continue
-        command.append(word)
-    if dropped != 1 or len(command) < 4 or command[2] != SOURCE or command[-2] != "-o" or local not in command[-1]:
-        return None
-    command[-1] = OBJECT               # zig compiles into its cache, then copies: write the file at once
-    if any(local in word for word in command):
-        return None
-    return Probe(folder, tuple(command))
+        if words is None:
+            return None
+        command: list[str] = []
+        dropped = 0
+        it = iter(words)
+        for word in it:
+            if word in ("-MD", "-MV"):
+                continue
+            if word == "-MF":          # zig's dependency file, in its cache
+                next(it, None)
+                dropped += 1
+                continue
+            command.append(word)
+        if dropped != 1 or len(command) < 4 or command[2] != SOURCE or command[-2] != "-o" \
+                or local not in command[-1]:
+            return None
+        command[-1] = OBJECT           # zig compiles into its cache, then copies: write the file at once
+        if any(local in word for word in command):
+            return None
+        frontend = _frontend(command, folder, local, env(Path(local)))
+    return Probe(folder, tuple(command), frontend)
+
+
+def _frontend(command: list[str], folder: str, local: str, env: dict[str, str]) -> tuple[str, ...]:
+    """The `zig -cc1 ...` command clang's driver runs for `command` (`-###` prints it): run directly,
+    it skips the driver's work (some 2 ms of a small file's 15: arguments, toolchain lookup) and
+    writes the same object. Empty if what the driver prints is not the one command expected."""
+    try:
+        proc = subprocess.run([command[0], command[1], "-###", *command[2:]], cwd=folder, env=env,
+                              capture_output=True, text=True, timeout=120)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(' "') and '"-cc1"' in ln]
+        words = shlex.split(lines[0]) if proc.returncode == 0 and len(lines) == 1 else []
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return ()
+    if len(words) < 4 or words[1] != "-cc1" or words.count(SOURCE) != 2 or words.count(OBJECT) != 1 \
+            or words[words.index(OBJECT) - 1] != "-o" or any(_spaced(w) or local in w for w in words):
+        return ()
+    return tuple(words)
 
 
 def probe_link(zig: str, flags: Callable[[Path], list[str]], before: Sequence[str], after: Sequence[str],

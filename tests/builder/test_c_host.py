@@ -266,3 +266,19 @@ def test_fmod_matches_numpy(env):
     jitflow.compile(float_mod, "c")(tvm.runtime.tensor(a), tvm.runtime.tensor(b), c, d)
     np.testing.assert_array_equal(c.numpy(), np.fmod(a, np.float32(0.75)))
     np.testing.assert_array_equal(d.numpy(), np.fmod(b, 0.75))
+
+
+@T.prim_func
+def inexact_constant(B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        B[i] = T.float32(0.1234567)
+
+
+def test_only_functions_with_something_to_rewrite_are_rewritten():
+    from jitflow.builder.host_c import legalize
+
+    plain_module = tvm.IRModule({"plain": plain, "keyword_call": keyword_call})
+    assert not any(legalize.needs_legalizing(f) for f in plain_module.functions.values())
+    assert legalize.legalize_module(plain_module) is plain_module
+    assert legalize.needs_legalizing(inexact_constant) and legalize.needs_legalizing(two_static_handles)
+    assert legalize.needs_legalizing(reinterpret_lanes)                      # vectors

@@ -1,6 +1,6 @@
-"""Functions that promise their buffers do not alias (tirx.noalias) compute in a function of their own
-whose buffers are restrict parameters, as TVM's LLVM host compiles them; functions without the promise
-keep their code. Each result is checked against numpy."""
+"""Host functions compute in a function of their own, as TVM's LLVM host compiles them; its buffers
+are restrict parameters exactly where the TIR function promises that they do not alias
+(tirx.noalias). Each result is checked against numpy."""
 from __future__ import annotations
 
 import kernels
@@ -13,7 +13,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 import jitflow
-from jitflow.builder.host_c import noalias, noalias_c
+from jitflow.builder.host_c import outline, outline_c
 from jitflow.errors import HostCodeError
 from jitflow.formats import elf
 
@@ -87,8 +87,8 @@ def test_a_promising_function_computes_with_restrict_buffers(built):
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
     lines = host_c.splitlines()
     header = next(n for n, line in enumerate(lines) if line.startswith("int32_t jitflow_compute_main("))
-    assert lines[header] == ("int32_t jitflow_compute_main(float* restrict A_data, float* restrict B_data, "
-                             "float* restrict C_data) {")
+    assert lines[header] == ("int32_t jitflow_compute_main(float* restrict A, float* restrict B, "
+                             "float* restrict C) {")
     entry = next(n for n, line in enumerate(lines) if line.startswith("TVM_DLL int32_t __tvm_ffi_main("))
     end = lines.index("}", entry)
     assert entry < header and "jitflow_compute_main(A, B, C)" in "\n".join(lines[entry:end])
@@ -96,9 +96,10 @@ def test_a_promising_function_computes_with_restrict_buffers(built):
     assert '__attribute__((visibility("hidden"), noinline)) int32_t jitflow_compute_main(' in host_c
 
 
-def test_a_function_without_the_promise_keeps_its_code(built):
+def test_a_function_without_the_promise_computes_without_restrict(built):
     exe, host_c = built["plain"]
-    assert "jitflow_compute_" not in host_c and "restrict" not in host_c.split("prelude */")[-1]
+    assert "int32_t jitflow_compute_main(float* A, float* B, float* C) {" in host_c
+    assert "restrict" not in host_c.split("prelude */")[-1]
     a, b = (np.random.default_rng(n).random((N, N), "float32") for n in (3, 4))
     c = np.zeros((N, N), "float32")
     exe["main"](a, b, c)
@@ -148,10 +149,31 @@ def test_c_names_of_the_compute_parts_are_reserved():
     helper = kernels.vecadd(N)["main"].without_attr("global_symbol")
     mod = tvm.IRModule({"main": kernels.vecadd(N)["main"], "jitflow_compute_main": helper})
     with pytest.raises(HostCodeError, match="jitflow_compute_") as raised:
-        noalias.split_compute(mod)
+        outline.outline_module(mod, every_function=True)
     assert raised.value.functions == ["jitflow_compute_main"]
 
 
 def test_the_text_pass_leaves_other_c_alone():
     text = "TVM_DLL int32_t __tvm_ffi_f(void* self_handle, void* args, int32_t num_args, void* result) {\n}\n"
-    assert noalias_c.restrict_compute(text) is text
+    assert outline_c.place_compute(text, {"jitflow_compute_f"}) is text
+
+
+def test_restrict_exactly_where_promised_and_cuda_hosts_keep_their_code():
+    """A Relax model on "c": every function that works on the CPU is outlined, its legalized
+    operators (which promise) with restrict buffers, its shape function (which does not) without.
+    On "cuda" nothing is: the host side launches kernels, and the shape function keeps its code."""
+    import models
+
+    from jitflow.builder import lower
+    from jitflow.targets.spec import resolve_target
+
+    cpu = lower.lower(models.symbolic_mlp(), resolve_target("c")).host_c.splitlines()
+    heads = {line.split("(")[0][len("int32_t "):]: line for line in cpu if line.startswith("int32_t jitflow_compute_")}
+    assert {"jitflow_compute_matmul", "jitflow_compute_relu", "jitflow_compute_shape_func"} <= set(heads)
+    assert heads["jitflow_compute_shape_func"] == "int32_t jitflow_compute_shape_func(int64_t* H) {"
+    assert all("float* restrict" in line for name, line in heads.items() if name != "jitflow_compute_shape_func")
+    cuda = resolve_target("cuda", arch=["sm_90"])
+    promising = tvm.IRModule({"main": kernels.vecadd_cuda(256)["main"].with_attr("tirx.noalias", True)})
+    for mod in (promising, models.symbolic_mlp()):
+        host_c = lower.lower(mod, cuda).host_c
+        assert "TVMFFIFunctionCall" in host_c and "jitflow_compute_" not in host_c

@@ -18,6 +18,9 @@ def test_the_recipe_covers_every_build_file_also_in_subfolders():
             if path.is_file() and "__pycache__" not in path.parts:
                 assert path.relative_to(recipe.PACKAGE).as_posix() in names
     assert {"builder/host_c/prelude.py", "builder/host_c/legalize.py", "cache/lowering_rules.py"} <= names
+    # how a host function's work is outlined, and how the entries' shared object is made
+    assert {"builder/host_c/outline.py", "builder/host_c/outline_c.py", "builder/host_c/split.py",
+            "formats/compute_functions.py", "toolchain/object_cache.py"} <= names
 
 
 @pytest.fixture

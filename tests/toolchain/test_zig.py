@@ -92,10 +92,16 @@ def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, z
     source = _c_file(tmp_path, "int jitflow_twice(int x) { return 2 * x; }\n")
     job = zig.compile_object(source, tmp_path / "k.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
     job.wait()
-    assert job.proc.args[1:3] == ["clang", "src/k.c"]           # no zig cc process in between
+    assert job.proc.args[1] == "-cc1" and "src/k.c" in job.proc.args   # clang's compiler proper: no zig cc, no driver
     direct = (tmp_path / "k.o").read_bytes()
     assert direct.startswith(b"\x7fELF") and b"jitflow_twice" in direct
     from jitflow.toolchain import zig_direct
+
+    with monkeypatch.context() as patch:                       # the driver's command writes the same bytes
+        patch.setattr(zig_direct.Probe, "compiler_proper", lambda self: None)
+        driver = zig.compile_object(source, tmp_path / "kd.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
+        driver.wait()
+    assert driver.proc.args[1:3] == ["clang", "src/k.c"] and (tmp_path / "kd.o").read_bytes() == direct
 
     real = zig_direct.Probe.instantiate      # a direct command that fails where zig cc succeeds
     monkeypatch.setattr(zig_direct.Probe, "instantiate", lambda self, *a: [*real(self, *a), "-fno-such-flag"])
@@ -155,7 +161,7 @@ def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_pa
 
     args, with_header = compiled("a.o")
     headers = list((own_zig_cache / zig_pch.FOLDER).glob("*.pch"))
-    assert len(headers) == 1 and args[1] == "clang" and args[2:4] == ["-include-pch", str(headers[0])]
+    assert len(headers) == 1 and args[1] == "-cc1" and args[2:4] == ["-include-pch", str(headers[0])]
     assert compiled("b.o")[1] == with_header and list((own_zig_cache / zig_pch.FOLDER).glob("*.pch")) == headers
     headers[0].write_bytes(b"not a precompiled header")
     args, after_damage = compiled("c.o")               # the direct compile fails: zig cc compiles it

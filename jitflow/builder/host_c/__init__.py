@@ -1,7 +1,9 @@
 """The C host: TVM's host C made to build with zig's clang and compiled.
 
 While TVM lowers, codegen.py wraps TVM's C printer so that the host IR is rewritten just before it
-prints (legalize.py, splitting what C cannot hold into lanes with lanes.py); source.py puts the
-typed prelude (prelude.py) in front of the printed C and makes clang's errors readable; split.py
-cuts C (and CUDA) source into pieces that compile in parallel; compile.py compiles the host C's
-pieces side by side with zig."""
+prints (legalize.py, splitting what C cannot hold into lanes with lanes.py; outline.py gives a host
+function's work a function of its own); source.py puts the typed prelude (prelude.py) in front of
+the printed C, writes the compute functions' signatures (`restrict` where no aliasing is promised)
+and places (outline_c.py), and makes clang's errors readable; split.py cuts C (and CUDA) source into
+pieces that compile in parallel (and a kernel library's entries from their work); compile.py
+compiles the host C's pieces side by side with zig."""

@@ -2,18 +2,20 @@
 
 TVM looks `target.build.c` up each time it prints a host module (for kernels, for the host side
 of CUDA modules and for Relax VM executables alike), so replacing it for the duration of one
-`tvm.compile` puts legalize.py right before printing, on the IR TVM finished lowering.
+`tvm.compile` puts legalize.py and outline.py right before printing, on the IR TVM finished lowering.
 """
 from __future__ import annotations
 
 import re
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ...errors import HostCodeError
+from ...formats.compute_functions import entry_of
 from .legalize import function_name, legalize_module
-from .noalias import split_compute
+from .outline import outline_module
 
 _BUILD_C = "target.build.c"
 _LOCK = threading.Lock()
@@ -46,23 +48,42 @@ def explain_failure(error: Exception, mod: Any, target: Any, build: Callable[[An
             build(tvm.IRModule({gvar: func}, attrs=mod.attrs), target)
         except Exception as alone:  # noqa: BLE001 - any failure of this function on its own
             if _construct(str(alone)) == construct:
-                failing.append(function_name(gvar, func))
+                failing.append(_tir_function(gvar, func))
     if not failing and len(functions) == 1:
-        failing = [function_name(*functions[0])]
-    return HostCodeError(construct, failing, tool="TVM's C code generator", command=_BUILD_C, log=message)
+        failing = [_tir_function(*functions[0])]
+    return HostCodeError(construct, list(dict.fromkeys(failing)), tool="TVM's C code generator", command=_BUILD_C,
+                         log=message)
+
+
+def _tir_function(gvar: Any, func: Any) -> str:
+    """The TIR function a printed function is (or is the compute part of: outline.py)."""
+    name = function_name(gvar, func)
+    return entry_of(name) or name
+
+
+@dataclass
+class Printed:
+    """What the wrapped printer did that the C text does not say: the compute functions whose
+    buffers do not alias (outline.py), for outline_c.py to make `restrict`."""
+
+    restrict: set[str] = field(default_factory=set)
 
 
 @contextmanager
-def legalized_c_host() -> Iterator[None]:
-    """While active, TVM's C host modules are legalized before printing; a failure is a HostCodeError."""
+def legalized_c_host(every_function: bool = False) -> Iterator[Printed]:
+    """While active, TVM's C host modules are legalized before printing and their functions' work
+    outlined (outline.py; `every_function`: not only where no aliasing is promised); a failure is a
+    HostCodeError."""
     import tvm_ffi
 
     original = tvm_ffi.get_global_func(_BUILD_C)
     failures: list[HostCodeError] = []
+    printed = Printed()
 
     def build(mod: Any, target: Any) -> Any:
         try:
-            legal = split_compute(legalize_module(mod))
+            legal, restrict = outline_module(legalize_module(mod), every_function)
+            printed.restrict |= restrict
         except HostCodeError as exc:
             failures.append(exc)
             raise
@@ -75,7 +96,7 @@ def legalized_c_host() -> Iterator[None]:
     with _LOCK:
         tvm_ffi.register_global_func(_BUILD_C, build, override=True)
         try:
-            yield
+            yield printed
         except Exception:
             if failures:    # the error crossed TVM's FFI as a plain RuntimeError: raise ours instead
                 raise failures[0] from None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ...errors import CompileError
-from ...toolchain import zig
+from ...toolchain import object_cache, zig
 from . import split
 
 log = logging.getLogger("jitflow")
@@ -48,12 +48,16 @@ class HostCompile:
     `on_progress` receives a short description of what is running, for the progress line; `jobs` is
     how many zig processes run at once (default: the usable cores), `pieces` how many pieces the
     source is split into (default: piece_count for `jobs`), `cpu` zig's -mcpu (None: the baseline).
+    `share_entries` (CPU kernel libraries): a source that is not split compiles its entry functions
+    apart, into the object they share with every library of their signatures (object_cache.py).
     """
 
     def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
                  zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
-                 jobs: int | None = None, pieces: int | None = None, cpu: str | None = None) -> None:
+                 jobs: int | None = None, pieces: int | None = None, cpu: str | None = None,
+                 share_entries: bool = False) -> None:
         self.source, self.folder, self.host, self.cpu = source, folder, host, cpu
+        self.share_entries = share_entries
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
         jobs = jobs or usable_cores()
@@ -70,12 +74,22 @@ class HostCompile:
 
     def _start(self, text: str, count: int) -> None:
         texts = split.split(text, count)
-        pieces = [self.source] if len(texts) == 1 else self._write_pieces(texts)
+        entries = split.split_entries(text) if self.share_entries and len(texts) == 1 else None
+        if entries is not None:          # the entry functions' object is shared (object_cache.py)
+            texts = [entries[1]]
+        pieces = [self.source] if len(texts) == 1 and entries is None else self._write_pieces(texts)
         with self._lock:
             self.pieces = pieces
             if not self._cancelled:
                 self._futures = [self._pool.submit(self._compile, piece) for piece in pieces]
+                if entries is not None:
+                    self._futures.append(self._pool.submit(self._shared, entries[0]))
         self._report()
+
+    def _shared(self, text: str) -> Path:
+        out = self.folder / "host_entries.o"
+        object_cache.copy_object(text, out, self.include_dirs, self.host, self.zig_cache, self.cpu)
+        return out
 
     def _write_pieces(self, pieces: list[str]) -> list[Path]:
         paths = []
@@ -119,7 +133,7 @@ class HostCompile:
             try:
                 objects = [f.result() for f in self._futures]
             except CompileError as exc:
-                if len(self.pieces) == 1:
+                if self.pieces == [self.source]:
                     raise
                 log.debug("jitflow: the host C pieces failed (%s); compiling the file whole", exc.log[-500:])
                 for path in self.folder.glob("host_*.o"):

@@ -186,6 +186,39 @@ def function_name(gvar: Any, func: Any) -> str:
     return tir_name(str(symbol) if symbol is not None else gvar.name_hint)
 
 
+_REWRITTEN_CALLS = frozenset([*_MATH, *_BITS, "tirx.tvm_static_handle", "tirx.tvm_stack_alloca"])
+
+
+def needs_legalizing(func: Any) -> bool:
+    """Whether anything in `func` is rewritten below: a vector (lanes, casts, gathers), an intrinsic
+    without C lowering, a static handle, stack storage for a packed call, a float constant the
+    printer would print wrongly. One walk that stops at the first; most kernels have none."""
+    import tvm
+    import tvm_ffi
+
+    prim = tvm.ir.prim.expr
+    stop = tvm_ffi.VisitInterrupt
+
+    def vector(node: Any) -> Any:
+        return stop(node)
+
+    def typed(node: Any) -> Any:
+        dtype = dtype_of(node)
+        return stop(node) if dtype is not None and dtype.lanes != 1 else None
+
+    def call(node: Any) -> Any:
+        return stop(node) if getattr(node.op, "name", "") in _REWRITTEN_CALLS else typed(node)
+
+    def float_imm(node: Any) -> Any:
+        dtype = dtype_of(node)
+        return stop(node) if dtype.type_code == _IEEE_FLOAT and not _prints_exactly(node.value, dtype.bits) \
+            else None
+
+    callbacks = [((prim.Ramp, prim.Broadcast, prim.Shuffle), vector), (tvm.ir.Call, call),
+                 ((prim.Cast, tvm.ir.expr.TensorLoad), typed), (prim.FloatImm, float_imm)]
+    return tvm_ffi.structural_walk(func.body, callbacks, order="pre") is not None
+
+
 def legalize_module(mod: Any) -> Any:
     """The host IRModule with every PrimFunc rewritten for TVM's C printer (the same object if unchanged)."""
     import tvm
@@ -193,7 +226,7 @@ def legalize_module(mod: Any) -> Any:
     rewriter = _Rewriter()
     updates = {}
     for gvar, func in mod.functions.items():
-        if not isinstance(func, tvm.tirx.PrimFunc):
+        if not isinstance(func, tvm.tirx.PrimFunc) or not needs_legalizing(func):
             continue
         splitter = LaneSplitter()
         try:

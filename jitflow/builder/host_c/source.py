@@ -1,30 +1,35 @@
 """TVM's host C made compilable on its own by zig's clang, and clang's complaints about it made readable.
 
-The only text change is inserting the typed prelude (prelude.py) after TVM's `#include <math.h>`;
-everything else TVM's printer gets wrong is fixed in the IR before printing (legalize.py).
+The text changes are inserting the typed prelude (prelude.py) after TVM's `#include <math.h>` and
+the compute functions' signatures and places (outline_c.py); everything else TVM's printer gets
+wrong is fixed in the IR before printing (legalize.py).
 """
 from __future__ import annotations
 
 import re
+from typing import AbstractSet
 
 from ...errors import CompileError, HostCodeError
-from .noalias_c import restrict_compute
+from ...formats.compute_functions import PREFIX as _COMPUTE_PREFIX, entry_of
+from .outline_c import place_compute
 from .prelude import END_MARK, MARK, prelude_for
 
 _ANCHOR = "#include <math.h>\n"
 _FUNCTION_RE = re.compile(r"^TVM_DLL [\w\s\*]*?\b(\w+)\(.*\{\s*$")
+_COMPUTE_RE = re.compile(rf"^int32_t ({_COMPUTE_PREFIX}\w+)\(.*\{{\s*$")     # as outline_c.py writes it
 _CLANG_ERROR_RE = re.compile(r"^(?:[^:\s]*/)?host\.c:(\d+):\d+: error: (.*)$", re.MULTILINE)
 _ENTRY_PREFIX = "__tvm_ffi_"
 
 
-def host_source(text: str) -> str:
-    """TVM's host C with the jitflow prelude in front of its code (after its includes)."""
+def host_source(text: str, restrict: AbstractSet[str] = frozenset()) -> str:
+    """TVM's host C with the jitflow prelude in front of its code (after its includes) and its compute
+    functions placed (`restrict`: those whose buffers do not alias, codegen.Printed)."""
     if not text.strip() or MARK in text:
         return text
     head, sep, rest = text.partition(_ANCHOR)
     if not sep:
         head, rest = "", text
-    return head + sep + prelude_for(text) + restrict_compute(rest)
+    return head + sep + prelude_for(text) + place_compute(rest, restrict)
 
 
 def tir_name(symbol: str) -> str:
@@ -35,9 +40,9 @@ def tir_name(symbol: str) -> str:
 def _function_at(lines: list[str], number: int) -> str | None:
     """The C function whose body holds line `number` (1-based), by its definition line above it."""
     for line in reversed(lines[:number]):
-        found = _FUNCTION_RE.match(line)
+        found = _FUNCTION_RE.match(line) or _COMPUTE_RE.match(line)
         if found:
-            return tir_name(found.group(1))
+            return entry_of(found.group(1)) or tir_name(found.group(1))
     return None
 
 

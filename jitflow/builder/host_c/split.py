@@ -245,6 +245,58 @@ def split(text: str, pieces: int) -> list[str]:
     return out
 
 
+_ENTRY_PREFIX = "__tvm_ffi_"
+
+
+_ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)")
+
+
+def _declared(item: Item) -> str | None:
+    """The function a prototype declares (None for any other item)."""
+    if item.kind != "declaration" or item.name is not None or "(" not in item.code:
+        return None
+    head = _ATTRIBUTES.sub(" ", item.code).split("(", 1)[0]
+    words = [w for w in _IDENT.findall(head) if w not in _KEYWORDS]
+    return words[-1] if len(words) >= 2 else None
+
+
+def split_entries(text: str) -> tuple[str, str] | None:
+    """Host C `text` as (its packed entry functions, the rest), two files that compile apart and link
+    into the same library, or None where the entries use anything the file defines other than the
+    functions they call (its state, its static helpers, its variables).
+
+    The entries' file holds the directives and types, the prototypes the entries need and the
+    entries, nothing else: two modules with entries of the same signatures (calling outlined
+    bodies: outline.py) give the same text, so its object can be shared."""
+    try:
+        items = scan(text.replace(_CPP_WRAPPER, ""))
+    except ValueError:
+        return None
+    entries = {i for i, it in enumerate(items) if it.kind == "function" and (it.name or "").startswith(_ENTRY_PREFIX)}
+    if not entries or len(entries) == sum(it.kind == "function" for it in items):
+        return None
+    defined = {it.name for it in items if it.name and (it.kind == "function" or it.kind == "declaration")}
+    functions = {it.name for it in items if it.kind == "function" and not it.static}
+    used = set().union(*(items[i].refs for i in entries))
+    if used & (defined - functions):          # state, variables or static helpers of the file
+        return None
+    mine, rest = [], []
+    for i, it in enumerate(items):
+        declared = _declared(it)
+        if i in entries:
+            mine.append(it.text)
+            rest.append(_stand_in(it))
+        elif it.kind == "directive" or (it.kind == "declaration" and it.name is None and declared is None):
+            mine.append(it.text)              # directives and types
+            rest.append(it.text)
+        elif declared is not None:            # a prototype: in the entries' file only if they need it
+            mine.append(it.text if declared in used else "")
+            rest.append(it.text)
+        else:
+            rest.append(it.text)
+    return "".join(mine), "".join(rest)
+
+
 def split_kernels(text: str, pieces: int) -> list[tuple[str, list[str]]]:
     """CUDA `text` as at most `pieces` sources, each with the names of the kernels it defines; the
     whole text as one piece (kernel names unknown: an empty list) when it must not be split."""

@@ -1,17 +1,19 @@
-"""The compute functions of the printed host C (noalias.py made them): `restrict` parameters, not
-exported, next to their entries.
+"""The compute functions of the printed host C (outline.py made them): not exported, next to their
+entries, and with `restrict` parameters where their function promised that its buffers do not alias.
 
 TVM's C printer writes `jitflow_compute_f` as it writes every function: exported (`TVM_DLL`) and
 without `restrict`, which its C host never prints. This pass rewrites the prototype and the
-definition: each pointer parameter but `void*` handles becomes `restrict` (a parameter that is only
-read, such as a shape array, gives clang nothing to get wrong), the prototype says
-`visibility("hidden")` (not one of the library's exports) and `noinline` (compiled once, as TVM's
-LLVM host compiles its compute functions), and the definition moves to just after the function
-that calls it, so a reader of the host C sees a host function and its compute part together.
+definition: the prototype says `visibility("hidden")` (not one of the library's exports) and
+`noinline` (compiled once, as TVM's LLVM host compiles its compute functions); in the compute
+functions named as restricted, each pointer parameter but `void*` handles becomes `restrict` (a
+parameter that is only read, such as a shape array, gives clang nothing to get wrong); and the
+definition moves to just after the function that calls it, so a reader of the host C sees a host
+function and its compute part together.
 """
 from __future__ import annotations
 
 import re
+from typing import AbstractSet
 
 from ...formats.compute_functions import PREFIX, calls
 
@@ -20,7 +22,7 @@ _WRAPPER = ["#ifdef __cplusplus", 'extern "C"', "#endif"]   # TVM prints it befo
 _HIDDEN = '__attribute__((visibility("hidden"), noinline)) '
 
 
-def _restricted(params: str) -> str:
+def _with_restrict(params: str) -> str:
     out = []
     for param in params.split(", "):
         kind, _, name = param.rpartition(" ")
@@ -30,13 +32,13 @@ def _restricted(params: str) -> str:
     return ", ".join(out)
 
 
-def _signature(line: str) -> tuple[str, str] | None:
+def _signature(line: str, restricted: AbstractSet[str]) -> tuple[str, str] | None:
     """(name, the line as jitflow writes it) for a compute function's prototype or definition."""
     found = _SIGNATURE.match(line)
     if found is None:
         return None
     name, params, end = found.groups()
-    head = f"int32_t {name}({_restricted(params)})"
+    head = f"int32_t {name}({_with_restrict(params) if name in restricted else params})"
     return name, (_HIDDEN + head + ";" if end == ";" else head + " {")
 
 
@@ -70,16 +72,16 @@ def _placements(lines: list[str], blocks: list[tuple[int, int]], inner: dict[str
     return after
 
 
-def restrict_compute(text: str) -> str:
-    """The printed host C with its compute functions' signatures rewritten (restrict, hidden, not
-    inlined) and each definition moved to just after the function that calls it; text without
-    compute functions is returned unchanged."""
+def place_compute(text: str, restricted: AbstractSet[str] = frozenset()) -> str:
+    """The printed host C with its compute functions' signatures rewritten (hidden, not inlined;
+    `restrict` pointers in those named in `restricted`) and each definition moved to just after the
+    function that calls it; text without compute functions is returned unchanged."""
     if PREFIX not in text:
         return text
     lines = text.split("\n")
     defined: dict[str, int] = {}
     for i, line in enumerate(lines):
-        found = _signature(line) if line.startswith("TVM_DLL int32_t " + PREFIX) else None
+        found = _signature(line, restricted) if line.startswith("TVM_DLL int32_t " + PREFIX) else None
         if found is not None:
             if line.endswith("{"):
                 defined[found[0]] = i
