@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from . import host_libs, zig
+from . import host_libs, zig, zig_wheel
 
 FOLDER = "jitflow-objects"
 SOURCE, OBJECT = "shared.c", "shared.o"
@@ -42,7 +42,7 @@ def _headers(include_dirs: tuple[str, ...]) -> str:
 
 def recipe(text: str, include_dirs: Sequence[str], host: str, cpu: str | None) -> str:
     """The name of `text`'s object: a sha256 of everything its bytes depend on."""
-    command = [zig.version(), *zig.flags(host, Path("<folder>"), cpu), *(f"-I{d}" for d in include_dirs),
+    command = [zig_wheel.version(), *zig.flags(host, Path("<folder>"), cpu), *(f"-I{d}" for d in include_dirs),
                _headers(tuple(include_dirs))]
     return hashlib.sha256("\0".join([*command, text]).encode()).hexdigest()[:32]
 
