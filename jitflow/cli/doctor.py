@@ -39,7 +39,51 @@ def _checks(cuda: bool) -> list[Any]:
         remote = resolve_remote()
     except InvalidInputError:
         remote = None   # run_checks reports the bad setting
-    return run_checks(cuda=cuda) + (shared_tier_checks(remote) if remote and remote.url else [])
+    return run_checks(cuda=cuda) + cpu_level_checks() + (shared_tier_checks(remote) if remote and remote.url else [])
+
+
+def cpu_level_checks() -> list[Any]:
+    """The CPU level builds here take (JITFLOW_CPU_LEVEL, else the baseline) and whether this CPU runs
+    what they build: a library built for more than this CPU has is refused when loaded here. Optional:
+    a build machine may build for others on purpose. None where the machine or the setting is not one
+    jitflow builds for (run_checks reports a bad setting)."""
+    from ..checks import Check
+    from ..config import resolve_cpu_level
+    from ..errors import JitflowError
+    from ..runtime import cpu_features
+    from ..targets import cpu_level, hosts
+
+    host = hosts.machine_host()
+    if host is None:
+        return []
+    try:
+        name, where = resolve_cpu_level()
+    except JitflowError:
+        return []
+    if name is not None and name not in (cpu_level.BASELINE, *cpu_level.choices(host)):
+        other = next(h for h in cpu_level.LEVELS if name in cpu_level.choices(h))
+        return [Check("CPU level", False, f"JITFLOW_CPU_LEVEL={name} is a level of {other} hosts: builds for "
+                                          f"this machine ({host}) refuse it, cross builds for {other} take it",
+                      f"unset it, or set it where every build is for {other}", required=False)]
+    try:
+        cpu = cpu_features.this_cpu()
+        level = cpu_level.resolve(name, host, lambda: cpu.features, host, where)
+    except JitflowError as exc:
+        return [Check("CPU level", False, str(exc), "", required=False)]
+    reached = cpu_level.reached(host, cpu.features)
+    model = f" ({cpu.model})" if cpu.model else ""
+    if level is None:
+        return [Check("CPU level", True, f"builds for {cpu_level.BASELINES[host]} (the default: any "
+                                         f"{host.split('-')[0]} CPU); this CPU{model} runs up to {reached}")]
+    chosen = f"{level.name} = {level.zig_cpu}" if level.name == cpu_level.NATIVE else level.name
+    lacks = sorted(set(level.needs) - cpu.features)
+    if not lacks:
+        return [Check("CPU level", True, f"builds for {chosen} (JITFLOW_CPU_LEVEL); this CPU{model} runs it")]
+    return [Check("CPU level", False,
+                  f"builds for {chosen} (JITFLOW_CPU_LEVEL), and this CPU{model} lacks {', '.join(lacks)}: "
+                  "what it builds will not load here",
+                  f"set JITFLOW_CPU_LEVEL={reached} or unset it, unless the libraries are for other machines",
+                  required=False)]
 
 
 def _mark(check: Any) -> str:
