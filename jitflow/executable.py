@@ -109,6 +109,12 @@ class Executable:
         self._meta = got.meta
         return got
 
+    def open_library(self) -> pipeline.Obtained:
+        """The verified library, built or found in the cache, held open with its metadata, without
+        loading it: close it (a `with` block) when done. For tools that read the library's bytes."""
+        with self._lock:
+            return self._obtain()
+
     def build(self) -> BuildInfo:
         """Build the library, or find it in the cache, without loading it (no GPU or driver is
         needed): what build_all does for each item. Returns build_info; exe.jit() afterwards is a

@@ -127,8 +127,8 @@ def _program_bytes(source: Any) -> bytes:
 
         blob = blob_of(source)
         payload = vm_program.payload_of(library_blob.parse(blob)) if blob is not None else None
-    elif hasattr(source, "_obtain") and hasattr(source, "key"):  # a jitflow Executable
-        with source._obtain() as got:
+    elif hasattr(source, "open_library") and hasattr(source, "key"):  # a jitflow Executable
+        with source.open_library() as got:
             return _program_bytes(got.library)
     else:
         module = getattr(source, "mod", source)  # tvm.relax.VMExecutable or a runtime module
