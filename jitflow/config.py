@@ -50,6 +50,7 @@ ENVIRONMENT = {
                                        "that name there removes it and dies mid-build (its task is retried once)"),
     "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
     "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
+    "TVM_LIBRARY_PATH": ("unset", "a folder searched first for TVM's runtime libraries when a library is loaded, as TVM does"),
 }
 
 DEFAULT_MAX_SIZE = 4 * 1024**3
@@ -139,6 +140,12 @@ def progress_mode() -> str:
 def cuda_toolkit_homes() -> tuple[Path, ...]:
     """The CUDA toolkit folders the environment names: CUDA_HOME, then CUDA_PATH (those set)."""
     return tuple(Path(home) for home in (os.environ.get(var, "").strip() for var in CUDA_HOME_VARIABLES) if home)
+
+
+def tvm_library_folder() -> Path | None:
+    """TVM_LIBRARY_PATH: the folder TVM looks in first for its libraries (one folder, as TVM reads it)."""
+    raw = os.environ.get("TVM_LIBRARY_PATH", "").strip()
+    return Path(raw) if raw else None
 
 
 def die_once_folder() -> Path | None:

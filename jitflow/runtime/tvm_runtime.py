@@ -51,7 +51,13 @@ def _import_path_folder() -> Path | None:
 
 
 def lib_folder() -> Path:
-    """The folder of TVM's runtime libraries (LoadError when there is no TVM runtime)."""
+    """The folder of TVM's runtime libraries (LoadError when there is no TVM runtime): TVM_LIBRARY_PATH
+    where it holds them, as TVM searches it first, else the imported `tvm`'s, else the installed one."""
+    from ..config import tvm_library_folder
+
+    override = tvm_library_folder()
+    if override is not None and (override / RUNTIME).is_file():
+        return override
     imported = sys.modules.get("tvm")
     if imported is not None and getattr(imported, "__file__", None):
         return Path(imported.__file__).parent / "lib"     # the libraries this process already uses

@@ -5,6 +5,7 @@ TVM tensors work both ways."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import kernels
@@ -56,9 +57,33 @@ LOAD_AND_RUN = """
 """
 
 
-def _run(shipped, prelude: str = "") -> dict:
-    proc = run_python(LOAD_AND_RUN.format(folder=str(shipped), prelude=prelude))
+def _run(shipped, prelude: str = "", env: dict[str, str] | None = None) -> dict:
+    proc = run_python(LOAD_AND_RUN.format(folder=str(shipped), prelude=prelude), env=env)
     return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_tvm_library_path_is_searched_first_as_tvm_searches_it(shipped, tmp_path):
+    from jitflow.runtime import tvm_runtime
+
+    names = (tvm_runtime.RUNTIME, tvm_runtime.EXTRA)
+    copies, empty = tmp_path / "tvm-libs", tmp_path / "no-libs"
+    copies.mkdir()
+    empty.mkdir()
+    for name in names:
+        shutil.copy2(tvm_runtime.lib_folder() / name, copies / name)
+    # after the libraries ran: which TVM runtime libraries the process mapped
+    prelude = ("import atexit; atexit.register(lambda: print(json.dumps(sorted("
+               "{line.split()[-1] for line in open('/proc/self/maps') if 'libtvm_runtime' in line}))))")
+
+    def mapped(folder) -> list[str]:
+        proc = run_python(LOAD_AND_RUN.format(folder=str(shipped), prelude=prelude), env={"TVM_LIBRARY_PATH": str(folder)})
+        *_, seen, maps = proc.stdout.splitlines()
+        assert json.loads(seen)["tvm"] == []
+        return json.loads(maps)
+
+    assert mapped(copies) == sorted(str(copies / name) for name in names)
+    # a folder without them: the installed TVM's, as TVM does
+    assert mapped(empty) == sorted(str(tvm_runtime.lib_folder() / name) for name in names)
 
 
 def test_a_kernel_and_models_load_and_run_without_importing_tvm(shipped):
