@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import CompileError, InvalidInputError, JitflowError
 from ..targets import normalize_arch
@@ -90,9 +90,13 @@ def disassemble(cubin: bytes, tool: tuple[str, str]) -> str:
     return proc.stdout
 
 
-def ptx_from_source(source: str, arch: str, compiler: str, options: Sequence[str] = ()) -> str:
-    """The PTX the build's compiler makes from `source` for `arch` (the input of that arch's SASS)."""
-    return device_compiler.ptx(source, arch, compiler, options)
+def ptx_from_source(source: str, arch: str, compiler: str, options: Sequence[str] = (),
+                    tvm_cuda: dict[str, Any] | None = None) -> str:
+    """The PTX the build's compiler makes from `source` for `arch` (the input of that arch's SASS),
+    with the build's options and the TVM_CUDA_* settings its key recorded (`tvm_cuda`)."""
+    from ..toolchain.cuda_flags import recorded
+
+    return device_compiler.ptx(source, arch, compiler, options, recorded(tvm_cuda or {}, compiler))
 
 
 def readable_ptx(data: bytes) -> str | None:

@@ -157,7 +157,14 @@ def _fatbin_ptx(devices: list[_Device], unknown: list[str]) -> dict[str, str]:
     return readable
 
 
-def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[str]) -> device_text.DeviceText:
+def _recorded_tvm_cuda(meta: dict[str, Any]) -> dict[str, Any]:
+    """The TVM_CUDA_* settings a build's key recorded (they shape its device code)."""
+    found = (((meta.get("key_inputs") or {}).get("options")) or {}).get("environment")
+    return {k: v for k, v in found.items() if str(k).startswith("TVM_CUDA_")} if isinstance(found, dict) else {}
+
+
+def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[str],
+         tvm_cuda: dict[str, Any] | None = None) -> device_text.DeviceText:
     shipped = _fatbin_ptx(devices, unknown)
     with_source = [d for d in devices if d.source is not None]
     if with_source and target and target.get("archs"):
@@ -167,7 +174,7 @@ def _ptx(devices: list[_Device], target: dict[str, Any] | None, unknown: list[st
         def make(arch: str) -> str:
             if arch in shipped:   # the lowest arch: the PTX the fatbin carries, at the floor's ISA
                 return shipped[arch]
-            return "\n".join(device_text.ptx_from_source(d.source or "", arch, compiler, options)
+            return "\n".join(device_text.ptx_from_source(d.source or "", arch, compiler, options, tvm_cuda)
                              for d in with_source)
 
         return device_text.DeviceText("PTX", _sorted_archs(target["archs"]), make,
@@ -268,7 +275,7 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
         if host is not None and not k.launches:
             notes.append(f"{k.name}: never launched by the host code")
     cuda = [d.source for d in devices if d.source is not None]
-    ptx, sass = _ptx(devices, target, unknown), _sass(devices, unknown)
+    ptx, sass = _ptx(devices, target, unknown, _recorded_tvm_cuda(meta)), _sass(devices, unknown)
     model = memory_plan_gather.from_library(library, (target or {}).get("kind"), host, host_c, facts)
     if model is not None and host is None:
         unknown.append(_NO_HOST_MODEL)

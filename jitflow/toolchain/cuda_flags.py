@@ -11,7 +11,7 @@ picks TVM's compiler), jitflow says so once instead of ignoring it silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ..logs import warn_once
 
@@ -68,6 +68,30 @@ def _warn_unused(tvm: Any, compiler: str) -> None:
         warn_once("TVM_CUDA_COMPILE_MODE", "jitflow: TVM_CUDA_COMPILE_MODE=%s chooses TVM's own CUDA compiler and "
                   "is not used here: this build uses %s (choose with cuda_compiler= or JITFLOW_CUDA_COMPILER)",
                   tvm.compile_mode, compiler)
+
+
+def recorded(found: Mapping[str, Any], compiler: str) -> CudaFlags:
+    """The flags of a build whose key inputs recorded `found` (as applied() writes them), for a report
+    that compiles again what the fatbin does not keep; anything unreadable counts as unset."""
+    import shlex
+
+    from ..config import TvmCudaSettings
+
+    def flags(name: str) -> tuple[str, ...]:
+        text = found.get(name)
+        if not isinstance(text, str):
+            return ()
+        try:
+            return tuple(shlex.split(text))
+        except ValueError:
+            return tuple(text.split())
+
+    level = found.get("TVM_CUDA_PTXAS_REG_LEVEL")
+    tvm = TvmCudaSettings(nvrtc_extra=flags("TVM_CUDA_NVRTC_EXTRA_OPTS"),
+                          ptxas_reg_level=int(level) if isinstance(level, str) and level.isdigit() else None,
+                          ptxas_extra=flags("TVM_CUDA_PTXAS_EXTRA_OPTS"),
+                          nvcc_no_fast_math=found.get("TVM_CUDA_NVCC_NO_FAST_MATH") == "1")
+    return for_build(tvm, compiler)
 
 
 def for_build(tvm: Any, compiler: str) -> CudaFlags:

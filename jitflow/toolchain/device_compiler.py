@@ -117,13 +117,16 @@ def check_archs(archs: Sequence[str], compiler: str) -> None:
                       f"{'them' if len(missing) > 1 else 'it'}")
 
 
-def ptx(source: str, arch: str, compiler: str, options: Sequence[str] = ()) -> str:
-    """The PTX the device compiler makes of `source` for `arch` with a build's flags (for a report:
-    the fatbin keeps PTX for the lowest arch only)."""
+def ptx(source: str, arch: str, compiler: str, options: Sequence[str] = (), flags: CudaFlags | None = None) -> str:
+    """The PTX the device compiler makes of `source` for `arch` with a build's options and flags (for
+    a report: the fatbin keeps PTX for the lowest arch only)."""
+    from .cuda_flags import CudaFlags
+
+    flags = flags or CudaFlags()
     if compiler == "nvcc":
         from . import nvcc
 
-        return nvcc.ptx(source, arch, options)
+        return nvcc.ptx(source, arch, options, flags)
     from . import nvrtc
 
-    return nvrtc.ptx(source, arch, options)
+    return nvrtc.ptx(source, arch, options, flags)

@@ -71,12 +71,12 @@ def compile_fatbin(source_path: Path, archs: Sequence[str], options: Sequence[st
     return data, log
 
 
-def ptx(source: str, arch: str, options: Sequence[str] = ()) -> str:
-    """The PTX nvcc makes of `source` for `arch` with a build's flags (what ptxas turns into its SASS)."""
+def ptx(source: str, arch: str, options: Sequence[str] = (), flags: CudaFlags = CudaFlags()) -> str:
+    """The PTX nvcc makes of `source` for `arch` with a build's options and flags (what ptxas turns into its SASS)."""
     with tempfile.TemporaryDirectory(prefix="jitflow-ptx-") as tmp:
         src, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.ptx"
         src.write_text(source)
-        cmd = _command("-ptx", f"-arch=compute_{arch[len('sm_'):]}", options=options) + ["-o", str(out), str(src)]
+        cmd = _command("-ptx", f"-arch=compute_{arch[len('sm_'):]}", options=options, flags=flags) + ["-o", str(out), str(src)]
         proc = _run(cmd)
         if proc.returncode != 0 or not out.is_file():
             raise CompileError("nvcc", cmd, proc.stdout + proc.stderr)

@@ -92,9 +92,9 @@ def supported_archs() -> tuple[str, ...]:
     return tuple(f"sm_{a}" for a in archs)
 
 
-def ptx(source: str, arch: str, options: Sequence[str] = ()) -> str:
-    """The PTX NVRTC makes of `source` for `arch` with a build's flags (what becomes its SASS)."""
-    _cubin, text, _log = _compile_one(source, arch, list(options), None)
+def ptx(source: str, arch: str, options: Sequence[str] = (), flags: CudaFlags = CudaFlags()) -> str:
+    """The PTX NVRTC makes of `source` for `arch` with a build's options and flags (what becomes its SASS)."""
+    _cubin, text, _log = _compile_one(source, arch, list(options), None, flags=flags)
     return text.rstrip(b"\0").decode("utf-8", errors="replace")
 
 

@@ -79,3 +79,17 @@ def test_nvrtc_compiles_with_them(cache_dir, monkeypatch):
     assert "--ptxas-options=--no-such-ptxas-flag" in command and command.index("-DFROM_TVM=1") > command.index(
         "--use_fast_math")                                   # after jitflow's own, so that it can undo them
     assert "no-such-ptxas-flag" in failed.value.log
+
+
+def test_inspect_makes_ptx_with_the_flags_the_build_recorded(cache_dir, monkeypatch):
+    """The PTX inspect compiles again (archs above the lowest) is the build's: with TVM's variables."""
+    monkeypatch.setenv("TVM_CUDA_NVRTC_EXTRA_OPTS", "--ftz=false")      # undoes fast math's flush to zero
+    exe = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch=["sm_80", "sm_90"])
+    exe.build()
+    monkeypatch.delenv("TVM_CUDA_NVRTC_EXTRA_OPTS")                     # the report reads the entry, not this
+    rep = exe.inspect()
+    for arch in ("sm_80", "sm_90"):                                     # the fatbin's, and made again
+        assert "add.f32" in rep.ptx[arch] and "add.ftz.f32" not in rep.ptx[arch], arch
+    plain = jitflow.compile(kernels.vecadd_cuda(), "cuda", arch=["sm_80", "sm_90"]).inspect()
+    assert "add.ftz.f32" in plain.ptx["sm_90"]
+    assert cuda_flags.recorded({"TVM_CUDA_NVRTC_EXTRA_OPTS": "'--ftz=false"}, "nvrtc").extra == ("'--ftz=false",)
