@@ -23,6 +23,8 @@ class Check:
 
 # the tvm-ffi release checked against the pinned TVM (pyproject.toml says why it is pinned)
 CHECKED_TVM_FFI = "0.1.14.post0"
+# the ml_dtypes release checked (tvm-ffi imports it in every process; 0.7.0 takes 0.4 s to import)
+CHECKED_ML_DTYPES = "0.6.0"
 
 
 def tvm_ffi_check(found: str | None) -> Check:
@@ -36,20 +38,37 @@ def tvm_ffi_check(found: str | None) -> Check:
     return Check("tvm-ffi", True, found)
 
 
-def _tvm() -> list[Check]:
+def ml_dtypes_check(found: str | None) -> Check:
+    """ml_dtypes against the checked release: another one may make every load slower (0.7.0 takes
+    about 0.4 s to import, and tvm-ffi imports it). A warning: libraries still build and load."""
+    fix = f"pip install 'ml_dtypes=={CHECKED_ML_DTYPES}'"
+    if found is None:
+        return Check("ml_dtypes", False, "not installed (TVM needs it)", fix)
+    if found != CHECKED_ML_DTYPES:
+        return Check("ml_dtypes", False, f"{found}, not the checked {CHECKED_ML_DTYPES}: tvm-ffi imports it in every "
+                     "process that loads a library (0.7.0 takes about 0.4 s to import, 0.6.0 0.05 s)", fix,
+                     required=False)
+    return Check("ml_dtypes", True, found)
+
+
+def _version_of(distribution: str) -> str | None:
     import importlib.metadata
 
     try:
-        ffi_version: str | None = importlib.metadata.version("apache-tvm-ffi")
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
-        ffi_version = None
+        return None
+
+
+def _tvm() -> list[Check]:
+    ffi_version, ml_dtypes_version = _version_of("apache-tvm-ffi"), _version_of("ml_dtypes")
     try:
         import tvm
     except Exception as exc:  # noqa: BLE001 - a broken install must be reported, not raised
         return [Check("TVM", False, f"cannot import tvm: {exc}", "pip install 'apache-tvm==0.27.0.post1'"),
-                tvm_ffi_check(ffi_version)]
+                tvm_ffi_check(ffi_version), ml_dtypes_check(ml_dtypes_version)]
     runtime_only = bool(getattr(tvm.base, "_RUNTIME_ONLY", False))
-    return [Check("TVM", True, f"{tvm.__version__}"), tvm_ffi_check(ffi_version),
+    return [Check("TVM", True, f"{tvm.__version__}"), tvm_ffi_check(ffi_version), ml_dtypes_check(ml_dtypes_version),
             Check("TVM compiler", not runtime_only,
                   "runtime only (can load libraries, cannot build)" if runtime_only else "present",
                   "unset TVM_USE_RUNTIME_LIB or install the full apache-tvm wheel to build")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from jitflow.checks import CHECKED_TVM_FFI, tvm_ffi_check
+from jitflow.checks import CHECKED_ML_DTYPES, CHECKED_TVM_FFI, ml_dtypes_check, tvm_ffi_check
 
 _ROUND_TRIP = r"""
 import tvm
@@ -49,3 +49,17 @@ def test_doctor_flags_a_tvm_ffi_other_than_the_checked_one():
     assert f"apache-tvm-ffi=={CHECKED_TVM_FFI}" in other.fix
     missing = tvm_ffi_check(None)
     assert not missing.ok and "not installed" in missing.detail
+
+
+def test_the_installed_ml_dtypes_is_the_checked_one():
+    import importlib.metadata
+
+    assert importlib.metadata.version("ml_dtypes") == CHECKED_ML_DTYPES
+
+
+def test_doctor_warns_of_an_ml_dtypes_other_than_the_checked_one():
+    assert ml_dtypes_check(CHECKED_ML_DTYPES).ok
+    other = ml_dtypes_check("0.7.0")
+    assert not other.ok and not other.required and "0.7.0, not the checked 0.6.0" in other.detail
+    assert other.fix == f"pip install 'ml_dtypes=={CHECKED_ML_DTYPES}'"
+    assert not ml_dtypes_check(None).ok
