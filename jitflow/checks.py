@@ -27,28 +27,30 @@ CHECKED_TVM_FFI = "0.1.14.post0"
 CHECKED_ML_DTYPES = "0.6.0"
 
 
+def _pinned_check(name: str, distribution: str, checked: str, found: str | None, missing: str, why: str,
+                  required: bool = True) -> Check:
+    """A pinned dependency against the release checked with jitflow: `missing` when it is absent,
+    `why` (said after the versions) when it is another release."""
+    fix = f"pip install '{distribution}=={checked}'"
+    if found is None:
+        return Check(name, False, missing, fix)
+    if found != checked:
+        return Check(name, False, f"{found}, not the checked {checked}{why}", fix, required=required)
+    return Check(name, True, found)
+
+
 def tvm_ffi_check(found: str | None) -> Check:
     """tvm-ffi against the checked release: another one may crash TVM (0.1.15's JSON serializer does)."""
-    fix = f"pip install 'apache-tvm-ffi=={CHECKED_TVM_FFI}'"
-    if found is None:
-        return Check("tvm-ffi", False, "not installed", fix)
-    if found != CHECKED_TVM_FFI:
-        return Check("tvm-ffi", False, f"{found}, not the checked {CHECKED_TVM_FFI} (TVM 0.27's JSON serializer "
-                     "segfaults with 0.1.15)", fix)
-    return Check("tvm-ffi", True, found)
+    return _pinned_check("tvm-ffi", "apache-tvm-ffi", CHECKED_TVM_FFI, found, "not installed",
+                         " (TVM 0.27's JSON serializer segfaults with 0.1.15)")
 
 
 def ml_dtypes_check(found: str | None) -> Check:
     """ml_dtypes against the checked release: another one may make every load slower (0.7.0 takes
     about 0.4 s to import, and tvm-ffi imports it). A warning: libraries still build and load."""
-    fix = f"pip install 'ml_dtypes=={CHECKED_ML_DTYPES}'"
-    if found is None:
-        return Check("ml_dtypes", False, "not installed (TVM needs it)", fix)
-    if found != CHECKED_ML_DTYPES:
-        return Check("ml_dtypes", False, f"{found}, not the checked {CHECKED_ML_DTYPES}: tvm-ffi imports it in every "
-                     "process that loads a library (0.7.0 takes about 0.4 s to import, 0.6.0 0.05 s)", fix,
-                     required=False)
-    return Check("ml_dtypes", True, found)
+    return _pinned_check("ml_dtypes", "ml_dtypes", CHECKED_ML_DTYPES, found, "not installed (TVM needs it)",
+                         ": tvm-ffi imports it in every process that loads a library (0.7.0 takes about 0.4 s "
+                         "to import, 0.6.0 0.05 s)", required=False)
 
 
 def _version_of(distribution: str) -> str | None:

@@ -76,7 +76,7 @@ def cpu_level_checks() -> list[Any]:
         return [Check("CPU level", True, f"builds for {cpu_level.BASELINES[host]} (the default: any "
                                          f"{host.split('-')[0]} CPU); this CPU{model} runs up to {reached}")]
     chosen = f"{level.name} = {level.zig_cpu}" if level.name == cpu_level.NATIVE else level.name
-    lacks = sorted(set(level.needs) - cpu.features)
+    lacks = cpu_features.missing(level.needs)
     if not lacks:
         return [Check("CPU level", True, f"builds for {chosen} (JITFLOW_CPU_LEVEL); this CPU{model} runs it")]
     return [Check("CPU level", False,

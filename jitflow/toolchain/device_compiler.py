@@ -117,12 +117,9 @@ def check_archs(archs: Sequence[str], compiler: str) -> None:
                       f"{'them' if len(missing) > 1 else 'it'}")
 
 
-def ptx(source: str, arch: str, compiler: str, options: Sequence[str] = (), flags: CudaFlags | None = None) -> str:
+def ptx(source: str, arch: str, compiler: str, options: Sequence[str], flags: CudaFlags) -> str:
     """The PTX the device compiler makes of `source` for `arch` with a build's options and flags (for
     a report: the fatbin keeps PTX for the lowest arch only)."""
-    from .cuda_flags import CudaFlags
-
-    flags = flags or CudaFlags()
     if compiler == "nvcc":
         from . import nvcc
 
