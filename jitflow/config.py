@@ -4,14 +4,16 @@ from __future__ import annotations
 import logging
 import os
 import re
-from decimal import Decimal
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InvalidInputError
 from .logs import warn_once
-from .targets.cuda_floor import CudaVersion
+
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+    from .targets.cuda_floor import CudaVersion
 
 CUDA_COMPILERS = ("nvrtc", "nvcc")
 #: where a CUDA toolkit (nvcc, nvdisasm, cuobjdump) is looked for first, in this order
@@ -72,6 +74,8 @@ _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 
 def _bounded(digits: str, scale: int, limit: float, label: str, limit_text: str) -> Decimal:
     """digits * scale as an exact Decimal, refused (not rounded to inf, not overflowing) beyond `limit`."""
+    from decimal import Decimal
+
     value = Decimal(digits) * scale
     if value > Decimal(limit):
         raise InvalidInputError(f"{label} is too large; at most {limit_text}")
@@ -183,17 +187,20 @@ def _env_number(name: str, default: float, maximum: float, whole: bool = False) 
     return parse_number(raw, name, maximum, whole) if raw else default
 
 
-@dataclass(frozen=True)
-class RemoteSettings:
+class RemoteSettings(NamedTuple):
     """The shared cache tier (JITFLOW_REMOTE_CACHE*); `url` None means there is none."""
 
-    url: str | None = field(default=None, repr=False)  # may hold the tier's password
+    url: str | None = None              # may hold the tier's password: left out of repr
     url_problem: str | None = None      # why `url` cannot name a tier (the tier is then off), or None
-    secret: str | None = field(default=None, repr=False)
+    secret: str | None = None           # left out of repr
     unsigned: bool = False
     max_bytes: int = 64 << 20
     timeout: float = 2.0
     lock_ttl: float = 30.0
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields if name not in ("url", "secret"))
+        return f"RemoteSettings({shown})"
 
 
 def remote_url_problem(url: str | None) -> str | None:
@@ -231,8 +238,7 @@ def resolve_remote() -> RemoteSettings:
     )
 
 
-@dataclass(frozen=True)
-class TvmCudaSettings:
+class TvmCudaSettings(NamedTuple):
     """TVM's CUDA compiler variables as TVM reads them (flags shell-split, the others as set)."""
 
     nvrtc_extra: tuple[str, ...] = ()
@@ -267,9 +273,9 @@ def resolve_tvm_cuda() -> TvmCudaSettings:
                            compile_mode=mode or None)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The resolved configuration of one build."""
+class Settings(NamedTuple):
+    """The resolved configuration of one build (records are NamedTuples on the load path: a frozen
+    dataclass costs every `import jitflow` several times as much to define)."""
 
     cache_dir: Path
     cache_enabled: bool

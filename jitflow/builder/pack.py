@@ -6,7 +6,7 @@ up in every module the library imports.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..formats import library_blob
 from ..formats.library_blob import BlobModule, CudaPayload, LibraryBlob
@@ -36,5 +36,5 @@ def with_fatbins(blob: LibraryBlob, fatbins: dict[int, list[DevicePiece]]) -> by
     row_ptr = [0]
     for row in children:
         row_ptr.append(row_ptr[-1] + len(row))
-    tree = replace(blob, row_ptr=row_ptr, child_indices=[c for row in children for c in row], modules=modules)
+    tree = blob._replace(row_ptr=row_ptr, child_indices=[c for row in children for c in row], modules=modules)
     return library_blob.serialize(tree)

@@ -104,8 +104,6 @@ def _ir_json(mod: Any) -> tuple[str, dict[str, bytes], list[list[Any]]]:
 def executable(wire: dict[str, Any], weights: list[bytes]) -> Any:
     """The Executable a request describes, in this process: its settings are this process's own
     (cache folder, shared tier, secrets), except the few that change the key, which travel."""
-    import dataclasses
-
     import tvm
 
     from ..executable import Executable
@@ -120,8 +118,8 @@ def executable(wire: dict[str, Any], weights: list[bytes]) -> Any:
     t = wire["target"]
     spec = TargetSpec(kind=t["kind"], archs=tuple(t["archs"]), config=t["config"], host=t["host"])
     s = wire["settings"]
-    settings = dataclasses.replace(config.resolve(cuda_compiler=s["cuda_compiler"], cache_salt=s["cache_salt"]),
-                                   build_jobs=1, progress="off")
+    settings = config.resolve(cuda_compiler=s["cuda_compiler"], cache_salt=s["cache_salt"])._replace(
+        build_jobs=1, progress="off")
     ctx = wire["pass_context"]
     context = None if ctx is None else tvm.transform.PassContext(
         opt_level=ctx["opt_level"], required_pass=ctx["required"], disabled_pass=ctx["disabled"],

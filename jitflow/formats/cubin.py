@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import LibraryFormatError
 
@@ -19,8 +19,7 @@ _FRAME_SIZE = 0x11
 _SIZED = 0x04
 
 
-@dataclass(frozen=True)
-class CubinKernel:
+class CubinKernel(NamedTuple):
     name: str
     registers: int | None
     stack_frame: int | None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from ..errors import LibraryFormatError
 
@@ -32,16 +32,14 @@ class Truncated(LibraryFormatError):
         self.needed, self.size = needed, size
 
 
-@dataclass(frozen=True)
-class Segment:
+class Segment(NamedTuple):
     kind: int
     offset: int
     vaddr: int
     filesz: int
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(NamedTuple):
     name: int
     kind: int
     addr: int

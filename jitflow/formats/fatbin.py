@@ -10,7 +10,7 @@ u64 flags, u64, u64 size once decompressed. nvfatbin and nvcc of CUDA 13 compres
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import LibraryFormatError
 
@@ -24,16 +24,15 @@ _ZSTD_FLAG, _OLD_COMPRESSION_FLAG = 0x8000, 0x2000
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-@dataclass(frozen=True)
-class FatbinEntry:
+class FatbinEntry(NamedTuple):
     kind: str        # "sass" or "ptx"
     arch: str        # "sm_90" for SASS, "compute_80" for PTX
     size: int        # bytes the entry takes in the fatbin (compressed, padded)
-    offset: int = field(default=-1, compare=False)   # where the payload starts in the data
+    offset: int = -1                 # where the payload starts in the data
     isa: str | None = None           # PTX entries: the PTX ISA the header records, e.g. "9.0"
     compression: str | None = None   # None, "zstd", or "unknown"
-    stored_size: int = field(default=0, compare=False)      # compressed bytes within the payload
-    full_size: int = field(default=0, compare=False)        # bytes once decompressed
+    stored_size: int = 0             # compressed bytes within the payload
+    full_size: int = 0               # bytes once decompressed
 
 
 def _compression(flags: int, body: bytes) -> str | None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..errors import LibraryFormatError
 
@@ -80,21 +79,19 @@ def _string(b: bytes | str) -> bytes:
     return _u64(len(raw)) + raw
 
 
-@dataclass
-class BlobModule:
+class BlobModule(NamedTuple):
     """One module of the import tree: its kind and (except for "_lib") its serialized payload."""
 
     kind: str
     payload: bytes | memoryview | None = None   # a view: bytes held elsewhere (vm_blob.py)
 
 
-@dataclass
-class LibraryBlob:
+class LibraryBlob(NamedTuple):
     """The whole imports blob: the import tree (CSR form) and the modules in order."""
 
     row_ptr: list[int]
     child_indices: list[int]
-    modules: list[BlobModule] = field(default_factory=list)
+    modules: list[BlobModule]
 
     def kinds(self) -> list[str]:
         return [m.kind for m in self.modules]
@@ -156,19 +153,17 @@ def chunks(blob: LibraryBlob) -> list[bytes | memoryview]:
     return [_u64(sum(nbytes(p) for p in parts)), *(p for p in parts if nbytes(p))]
 
 
-@dataclass
-class KernelInfo:
+class KernelInfo(NamedTuple):
     """What the CUDA module records of one kernel: argument types and launch parameter tags."""
 
     name: str
     arg_types: list[str]
     launch_params: list[str]
     arg_extra_tags: list[int]
-    raw: bytes = field(default=b"", repr=False)     # the entry as serialized in the function map
+    raw: bytes = b""     # the entry as serialized in the function map
 
 
-@dataclass
-class CudaPayload:
+class CudaPayload(NamedTuple):
     """A "cuda" module's payload: binary format, function-info map (kept verbatim) and binary."""
 
     fmt: str

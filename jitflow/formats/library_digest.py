@@ -22,8 +22,7 @@ import hashlib
 import json
 import os
 import struct
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..errors import LibraryFormatError
 
@@ -43,15 +42,14 @@ MAX_FLIPPED_BITS = 24
 _CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """A library's digest record: what it covers and the facts it states."""
 
     version: int
     covered: int
     length: int
     digest: bytes
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any]
 
     @property
     def needs(self) -> frozenset[str]:

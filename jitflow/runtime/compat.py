@@ -13,8 +13,7 @@ and for checking a library against another machine.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..errors import JitflowError, LoadError
 from ..formats import cubin, fatbin, library_blob
@@ -22,8 +21,7 @@ from ..targets.archs import arch_number, normalize_arch
 from ..targets.cuda_floor import MIN_FLOOR, CudaVersion, cuda_for_ptx_isa, parse, parse_isa
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(NamedTuple):
     """One GPU as the driver reports it: arch ('sm_90'), the driver's CUDA version, name, index."""
 
     arch: str
@@ -65,8 +63,7 @@ class DriverQuery:
                    name.value.decode(errors="replace"), index)
 
 
-@dataclass(frozen=True)
-class SimulatedGpu:
+class SimulatedGpu(NamedTuple):
     """A GPU and driver given by hand: SimulatedGpu('sm_90', '13.0') answers for every index."""
 
     arch: str
@@ -77,8 +74,7 @@ class SimulatedGpu:
         return Gpu(normalize_arch(self.arch), parse(self.driver, "driver"), self.name, index)
 
 
-@dataclass(frozen=True)
-class DeviceCode:
+class DeviceCode(NamedTuple):
     """What a library's fatbins carry: SASS archs (and the CUDA version that built them), PTX archs
     with their PTX ISA."""
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from ..errors import LoadError
 
@@ -23,8 +22,7 @@ _simulated: list[CpuFeatures] = []
 _lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class CpuFeatures:
+class CpuFeatures(NamedTuple):
     """A CPU's features as /proc/cpuinfo names them, and its model name where it says one."""
 
     features: frozenset[str]

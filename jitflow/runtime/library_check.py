@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import platform
 import stat
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import library_digest
@@ -40,8 +40,7 @@ _OLD_NEEDS = {"cuda": (4).to_bytes(8, "little") + b"cuda", "contrib": b"tvm.cont
 _CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class Checked:
+class Checked(NamedTuple):
     """What the checks found: what the library needs of the TVM runtime, and its digest's state."""
 
     needs: frozenset[str]

@@ -8,15 +8,14 @@ PTX ISA needs (`cuda_for_ptx_isa`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import TargetError
 
 
-@dataclass(frozen=True, order=True)
-class CudaVersion:
-    """A CUDA version such as 13.0, as a driver reports it (cuDriverGetVersion: 13000) or a user writes it."""
+class CudaVersion(NamedTuple):
+    """A CUDA version such as 13.0, as a driver reports it (cuDriverGetVersion: 13000) or a user writes
+    it; ordered as (major, minor)."""
 
     major: int
     minor: int

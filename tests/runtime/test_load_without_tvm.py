@@ -135,3 +135,28 @@ VM_API = """
 
 def test_the_vm_keeps_tvms_stateful_and_timing_calls(shipped):
     assert run_python(VM_API.format(path=str(shipped / "mlp.so"))).stdout.split() == ["False"]
+
+
+LOAD_PATH = """
+    import dataclasses, json, sys
+    import numpy as np, tvm_ffi
+    import jitflow
+    a, out = np.arange(64, dtype="float32"), np.zeros(64, "float32")
+    jitflow.load({path!r})["main"](a, out)
+    import jitflow.runtime.compat   # what a CUDA library's load adds: its device code checked against the GPU
+    mine = {{name: m for name, m in sys.modules.items() if name == "jitflow" or name.startswith("jitflow.")}}
+    print(json.dumps({{"modules": sorted(mine), "dataclasses": sorted(
+        f"{{name}}.{{k}}" for name, m in mine.items() for k, v in vars(m).items()
+        if isinstance(v, type) and v.__module__ == name and dataclasses.is_dataclass(v))}}))
+"""
+
+
+def test_the_load_path_imports_no_build_side_and_defines_no_dataclass(shipped):
+    """`import jitflow` + a load is paid at every service start: each frozen dataclass it defines costs
+    some 0.3 ms, a NamedTuple a fifth of that, so the load path's records are NamedTuples."""
+    seen = json.loads(run_python(LOAD_PATH.format(path=str(shipped / "axpb.so"))).stdout.splitlines()[-1])
+    assert seen["dataclasses"] == []
+    build_side = ("jitflow.builder", "jitflow.cache", "jitflow.toolchain", "jitflow.report", "jitflow.farm",
+                  "jitflow.pipeline", "jitflow.executable", "jitflow.targets.spec", "jitflow.targets.cpu_level")
+    assert [m for m in seen["modules"] if m.startswith(build_side)] == []
+    assert {"jitflow.runtime.load", "jitflow.runtime.library_check", "jitflow.runtime.compat"} <= set(seen["modules"])
