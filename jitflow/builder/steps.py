@@ -17,6 +17,7 @@ from ..config import Settings
 from ..errors import CompileError
 from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
+from ..runtime import compat
 from ..targets import TargetSpec, cpu_level
 from ..toolchain import cuda_flags, device_compiler, host_libs, link, zig_cache
 from . import lower, memory_facts, pack
@@ -62,6 +63,13 @@ def _compile_devices(lowered: lower.Lowered, entry: Entry, spec: TargetSpec, set
         entry.kernels_log(n).write_text(dlog)
         fatbins[dev.index] = pieces
     return fatbins
+
+
+def _device_code(fatbins: dict[int, list[DevicePiece]]) -> dict[str, Any] | None:
+    """What the library's fatbins carry, for its digest record: a load checks it against the GPU
+    without importing the fatbin readers or reading the blob."""
+    data = [p.fatbin for pieces in fatbins.values() for p in pieces]
+    return compat.device_code_of_fatbins(data).to_record() if data else None
 
 
 def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
@@ -110,7 +118,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     clock.add("host", time.perf_counter() - host_start)
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
-                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host))
+                         needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host),
+                         device_code=_device_code(fatbins))
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

@@ -3,7 +3,9 @@ and the facts a loader needs before dlopen.
 
     the library as the linker wrote it      `covered` bytes (the ELF headers describe all of them)
     body     JSON, `length` bytes           {"needs": ["contrib", "cuda"], "cpu": {"level": "x86-64-v3",
-                                            "needs": ["avx2", ...]}}; later fields join it, old readers
+                                            "needs": ["avx2", ...]}, "cuda": {"sass": ["sm_90"], "ptx":
+                                            [["compute_90", "9.0"]], "sass_toolkit": "13.0"}} (the device
+                                            code its fatbins carry); later fields join it, old readers
                                             ignore them (a change old readers cannot follow bumps VERSION)
     header   32 bytes                       MAGIC (16) | u32 VERSION | u32 length | u64 covered
     digest   32 bytes                       sha256 of every byte of the file before it

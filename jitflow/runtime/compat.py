@@ -13,10 +13,9 @@ and for checking a library against another machine.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import JitflowError, LoadError
-from ..formats import cubin, fatbin, library_blob
 from ..targets.archs import arch_number, normalize_arch
 from ..targets.cuda_floor import MIN_FLOOR, CudaVersion, cuda_for_ptx_isa, parse, parse_isa
 
@@ -93,8 +92,34 @@ class DeviceCode(NamedTuple):
                                                              if need else ""))
         return " and ".join(parts) or "no device code"
 
+    def to_record(self) -> dict[str, Any]:
+        """The form a library's digest record keeps it in (toolchain/link.py writes it)."""
+        return {"sass": list(self.sass), "ptx": [list(p) for p in self.ptx],
+                "sass_toolkit": None if self.sass_toolkit is None else str(self.sass_toolkit)}
+
+    @classmethod
+    def from_record(cls, data: Any) -> DeviceCode | None:
+        """The device code a digest record states, or None when it states none in a form this reader
+        knows (the fatbins are then read: a damaged statement never passes as "runs anywhere")."""
+        if not isinstance(data, dict) or set(data) != {"sass", "ptx", "sass_toolkit"}:
+            return None
+        sass, ptx, toolkit = data["sass"], data["ptx"], data["sass_toolkit"]
+        try:
+            if not all(isinstance(a, str) and a.startswith("sm_") for a in sass) or not all(
+                    isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and p[0].startswith("compute_")
+                    and isinstance(p[1], str) and parse_isa(p[1]) for p in ptx):
+                return None
+            version = None if toolkit is None else parse(toolkit, "sass_toolkit")
+            for arch in [*sass, *("sm_" + p[0].split("_", 1)[1] for p in ptx)]:
+                arch_number(normalize_arch(arch))
+        except (JitflowError, TypeError, ValueError):
+            return None
+        return cls(tuple(sass), tuple((p[0], p[1]) for p in ptx), version)
+
 
 def device_code_of_fatbins(fatbins: list[bytes]) -> DeviceCode:
+    from ..formats import cubin, fatbin   # libraries that record their device code are loaded without them
+
     sass: list[str] = []
     ptx: list[tuple[str, str]] = []
     toolkit: CudaVersion | None = None
@@ -114,6 +139,8 @@ def device_code_of_fatbins(fatbins: list[bytes]) -> DeviceCode:
 
 def device_code(path: str | os.PathLike) -> DeviceCode | None:
     """The device code of a library's CUDA modules, or None where it has no fatbin to read."""
+    from ..formats import library_blob
+
     fatbins = []
     for raw in library_blob.payloads_of(path, "cuda") or []:   # the CUDA modules alone: weights are not read
         payload = library_blob.parse_cuda_payload(raw)
@@ -168,13 +195,16 @@ def problem(code: DeviceCode, gpu: Gpu) -> str | None:
     return " ".join(lines + ["Fix: " + " ".join(fixes)])
 
 
-def check_library(path: str | os.PathLike, query: DeviceQuery | None = None, index: int = 0) -> None:
-    """Raise LoadError when GPU `index` (as `query` sees it) cannot run the library's kernels."""
+def check_library(path: str | os.PathLike, query: DeviceQuery | None = None, index: int = 0,
+                  recorded: Any = None) -> None:
+    """Raise LoadError when GPU `index` (as `query` sees it) cannot run the library's kernels: those
+    its digest record states (`recorded`, the record's "cuda" field, checked with the record), else
+    those its fatbins carry."""
     gpu = (query or DriverQuery()).gpu(index)
     if gpu is None:
         return
     try:
-        code = device_code(path)
+        code = DeviceCode.from_record(recorded) or device_code(path)
     except JitflowError:  # not a library jitflow can read: TVM's loader reports what is wrong
         return
     if code is None:

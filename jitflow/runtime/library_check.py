@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import platform
 import stat
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import library_digest
@@ -47,6 +47,7 @@ class Checked(NamedTuple):
     digest: str          # "verified", "not checked" (verified elsewhere, or not asked), "none"
     cpu_level: str | None = None                 # the CPU level its record states (None: no record)
     cpu_needs: frozenset[str] = frozenset()      # the CPU features its code needs (/proc/cpuinfo names)
+    device_code: Any = None      # the device code its record states (compat.DeviceCode.from_record reads it)
 
 
 def this_machine() -> str:
@@ -69,7 +70,7 @@ def check(fd: int, verify: bool = True) -> Checked:
         raise LibraryFormatError(f"cannot be read: {exc.strerror or exc}") from None
     if record is None:
         return Checked(_searched_needs(elf), state)
-    return Checked(record.needs, state, record.cpu_level, record.cpu_needs)
+    return Checked(record.needs, state, record.cpu_level, record.cpu_needs, record.fields.get("cuda"))
 
 
 def digest_text(fd: int) -> str:

@@ -58,7 +58,7 @@ def load_checked(library: LibraryFile, checked: Checked, device_query: Any = Non
     if ("cuda" in checked.needs) if cuda is None else cuda:
         from .compat import check_library
 
-        check_library(library, device_query, device_index)
+        check_library(library, device_query, device_index, checked.device_code)
         tvm_runtime.ensure_cuda()
     if "contrib" in checked.needs:
         tvm_runtime.ensure_extra()

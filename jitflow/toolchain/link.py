@@ -16,11 +16,13 @@ log = logging.getLogger("jitflow")
 
 def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
                 show: Callable[[str], None] | None = None, data: Sequence[Path] = (),
-                needs: Iterable[str] = (), cpu: dict[str, Any] | None = None) -> None:
+                needs: Iterable[str] = (), cpu: dict[str, Any] | None = None,
+                device_code: dict[str, Any] | None = None) -> None:
     """Link objects (and assembly files) into `out`; `data` are more objects that hold data only.
     The library ends with its digest record, which states `needs` (what of the TVM runtime it needs
-    beyond the core: "cuda", "contrib") and `cpu` (its CPU level and the CPU features its code needs:
-    target/cpu_level.record).
+    beyond the core: "cuda", "contrib"), `cpu` (its CPU level and the CPU features its code needs:
+    target/cpu_level.record) and `device_code` (the SASS and PTX its fatbins carry:
+    runtime/compat.DeviceCode.to_record), which a load checks against the GPU without reading them.
 
     Without zig's libc and compiler runtime unless the code objects need a builtin that host_libs does
     not provide; then zig's compiler runtime is linked too (built once per zig cache folder: `show`
@@ -44,4 +46,6 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
     fields: dict[str, Any] = {"needs": sorted(set(needs))}
     if cpu is not None:
         fields["cpu"] = cpu
+    if device_code is not None:
+        fields["cuda"] = device_code
     library_digest.seal(out, fields)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import kernels
 import models
 import pytest
+from conftest import run_python
 
 import jitflow
 from jitflow.errors import LoadError
@@ -29,6 +30,46 @@ def test_device_code_of_a_library(libraries):
     assert code.sass == ("sm_80",) and code.ptx == (("compute_80", "9.0"),)
     assert code.sass_toolkit is not None and code.sass_toolkit.major == 13
     assert compat.device_code(libraries["floor135"]).ptx == (("compute_80", "9.5"),)
+
+
+def test_a_library_records_its_device_code_and_a_load_checks_the_record_alone(libraries):
+    from jitflow.runtime import library_check
+    from jitflow.runtime.library_file import LibraryFile
+
+    with LibraryFile.open(libraries["floor135"]) as library:
+        recorded = library_check.check(library.fd).device_code
+    assert recorded == compat.device_code(libraries["floor135"]).to_record()
+    assert DeviceCode.from_record(recorded) == compat.device_code(libraries["floor135"])
+    # in a fresh process the load is refused from the record, without the fatbin readers
+    proc = run_python(f"""
+        import sys, jitflow
+        from jitflow.runtime.compat import SimulatedGpu
+        try:
+            jitflow.load({str(libraries["floor135"])!r}, device_query=SimulatedGpu("sm_90", "13.0"))
+        except jitflow.errors.LoadError as exc:
+            print("PTX ISA 9.5" in str(exc))
+        print(sorted(m for m in ("jitflow.formats.fatbin", "jitflow.formats.cubin", "jitflow.formats.library_blob")
+                     if m in sys.modules))
+    """)
+    assert proc.stdout.split("\n")[:2] == ["True", "[]"]
+
+
+def test_a_damaged_device_code_statement_is_never_believed():
+    good = {"sass": ["sm_90"], "ptx": [["compute_90", "9.0"]], "sass_toolkit": "13.0"}
+    assert DeviceCode.from_record(good) == DeviceCode(("sm_90",), (("compute_90", "9.0"),), CudaVersion(13, 0))
+    for bad in [None, [], {**good, "more": 1}, {**good, "sass": "sm_90"}, {**good, "sass": ["90"]},
+                {**good, "ptx": [["compute_90"]]}, {**good, "ptx": [["compute_90", "9.x"]]},
+                {**good, "ptx": [["sm_90", "9.0"]]}, {**good, "sass_toolkit": "thirteen"}, {**good, "sass": ["sm_x"]}]:
+        assert DeviceCode.from_record(bad) is None, bad
+
+
+def test_the_check_reads_the_fatbins_where_the_record_states_nothing_it_knows(libraries):
+    old_driver = SimulatedGpu("sm_90", "13.0")
+    with pytest.raises(LoadError, match="PTX ISA 9.5"):
+        compat.check_library(libraries["floor135"], old_driver, recorded={"sass": "damaged"})
+    # a statement the digest covers is what is checked: SASS for sm_90 runs there
+    compat.check_library(libraries["floor135"], old_driver,
+                         recorded={"sass": ["sm_90"], "ptx": [], "sass_toolkit": "13.0"})
 
 
 def test_too_new_ptx_on_an_old_driver_is_a_load_error_naming_everything(libraries):
