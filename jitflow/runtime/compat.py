@@ -104,14 +104,18 @@ class DeviceCode(NamedTuple):
         if not isinstance(data, dict) or set(data) != {"sass", "ptx", "sass_toolkit"}:
             return None
         sass, ptx, toolkit = data["sass"], data["ptx"], data["sass_toolkit"]
+        archs_ok = isinstance(sass, list) and all(isinstance(a, str) and a.startswith("sm_") for a in sass)
+        pairs_ok = isinstance(ptx, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) and p[0].startswith("compute_")
+            for p in ptx)
+        if not (archs_ok and pairs_ok):
+            return None
         try:
-            if not all(isinstance(a, str) and a.startswith("sm_") for a in sass) or not all(
-                    isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and p[0].startswith("compute_")
-                    and isinstance(p[1], str) and parse_isa(p[1]) for p in ptx):
-                return None
-            version = None if toolkit is None else parse(toolkit, "sass_toolkit")
             for arch in [*sass, *("sm_" + p[0].split("_", 1)[1] for p in ptx)]:
                 arch_number(normalize_arch(arch))
+            for _, isa in ptx:
+                parse_isa(isa)
+            version = None if toolkit is None else parse(toolkit, "sass_toolkit")
         except (JitflowError, TypeError, ValueError):
             return None
         return cls(tuple(sass), tuple((p[0], p[1]) for p in ptx), version)
