@@ -52,7 +52,8 @@ ENVIRONMENT = {
                                        "that name there removes it and dies mid-build (its task is retried once)"),
     "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
     "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
-    "TVM_LIBRARY_PATH": ("unset", "a folder searched first for TVM's runtime libraries when a library is loaded, as TVM does"),
+    "TVM_LIBRARY_PATH": ("unset", "a folder searched first for TVM's runtime libraries when a library is loaded, "
+                                  "as TVM does"),
 }
 
 DEFAULT_MAX_SIZE = 4 * 1024**3
@@ -199,7 +200,8 @@ class RemoteSettings(NamedTuple):
     lock_ttl: float = 30.0
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields if name not in ("url", "secret"))
+        hidden = ("url", "secret")
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields if name not in hidden)
         return f"RemoteSettings({shown})"
 
 

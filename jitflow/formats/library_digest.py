@@ -75,6 +75,12 @@ class Record(NamedTuple):
             raise DigestError("its digest record is damaged (the CPU features it needs are not a list of names)")
         return frozenset(needs)
 
+    @property
+    def device_code(self) -> Any:
+        """The device code the record states, as written (runtime/compat.DeviceCode.from_record reads it,
+        and reads the fatbins instead when it is not in a form it knows); None when it states none."""
+        return self.fields.get("cuda")
+
 
 def _distance(a: bytes, b: bytes) -> int:
     return bin(int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).count("1")

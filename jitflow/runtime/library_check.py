@@ -70,7 +70,7 @@ def check(fd: int, verify: bool = True) -> Checked:
         raise LibraryFormatError(f"cannot be read: {exc.strerror or exc}") from None
     if record is None:
         return Checked(_searched_needs(elf), state)
-    return Checked(record.needs, state, record.cpu_level, record.cpu_needs, record.fields.get("cuda"))
+    return Checked(record.needs, state, record.cpu_level, record.cpu_needs, record.device_code)
 
 
 def digest_text(fd: int) -> str:

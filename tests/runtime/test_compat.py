@@ -57,8 +57,8 @@ def test_a_library_records_its_device_code_and_a_load_checks_the_record_alone(li
 def test_a_damaged_device_code_statement_is_never_believed():
     good = {"sass": ["sm_90"], "ptx": [["compute_90", "9.0"]], "sass_toolkit": "13.0"}
     assert DeviceCode.from_record(good) == DeviceCode(("sm_90",), (("compute_90", "9.0"),), CudaVersion(13, 0))
-    for bad in [None, [], {**good, "more": 1}, {**good, "sass": "sm_90"}, {**good, "sass": {"sm_90": 1}}, {**good, "sass": ["90"]},
-                {**good, "ptx": [["compute_90"]]}, {**good, "ptx": [["compute_90", "9.x"]]},
+    for bad in [None, [], {**good, "more": 1}, {**good, "sass": "sm_90"}, {**good, "sass": {"sm_90": 1}},
+                {**good, "sass": ["90"]}, {**good, "ptx": [["compute_90"]]}, {**good, "ptx": [["compute_90", "9.x"]]},
                 {**good, "ptx": [["sm_90", "9.0"]]}, {**good, "sass_toolkit": "thirteen"}, {**good, "sass": ["sm_x"]}]:
         assert DeviceCode.from_record(bad) is None, bad
 

@@ -76,7 +76,8 @@ def test_tvm_library_path_is_searched_first_as_tvm_searches_it(shipped, tmp_path
                "{line.split()[-1] for line in open('/proc/self/maps') if 'libtvm_runtime' in line}))))")
 
     def mapped(folder) -> list[str]:
-        proc = run_python(LOAD_AND_RUN.format(folder=str(shipped), prelude=prelude), env={"TVM_LIBRARY_PATH": str(folder)})
+        proc = run_python(LOAD_AND_RUN.format(folder=str(shipped), prelude=prelude),
+                          env={"TVM_LIBRARY_PATH": str(folder)})
         *_, seen, maps = proc.stdout.splitlines()
         assert json.loads(seen)["tvm"] == []
         return json.loads(maps)
