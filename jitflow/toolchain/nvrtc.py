@@ -47,6 +47,18 @@ def _check(result, what: str, log_text: str = "", source: Path | None = None) ->
         raise CompileError("NVRTC", what, f"{err!r}\n{log_text}", source)
 
 
+def _output(get_size: Callable, get: Callable, prog, what: str) -> bytes:
+    """One of NVRTC's outputs (log, CUBIN, PTX), copied out of a buffer of our own.
+
+    NVRTC writes into the buffer it is given, so that buffer must be mutable memory: a `bytes`
+    object is not (`b" " * 1` is the interpreter's shared one-byte `b" "`, and NVRTC's NUL would
+    change every `b" "` in the process)."""
+    _, size = get_size(prog)
+    buf = bytearray(int(size))
+    _check(get(prog, buf), f"nvrtcGet{what}")
+    return bytes(buf)
+
+
 def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Path | None,
                  use_shim: bool | None = None, flags: CudaFlags = CudaFlags()):
     """One NVRTC compile for one arch: (cubin, ptx, log)."""
@@ -66,18 +78,12 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
             *[f"--ptxas-options={p}" for p in flags.ptxas], *flags.extra, *includes, *options]
     try:
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        buf = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, buf)
-        text = buf.rstrip(b"\0").decode(errors="replace")
+        log_bytes = _output(nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, prog, "log")
+        text = log_bytes.rstrip(b"\0").decode(errors="replace")
         if int(res) != 0:
             raise CompileError("NVRTC", "nvrtcCompileProgram " + " ".join(opts), text, source_path)
-        _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
-        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-        _, size = nvrtc.nvrtcGetPTXSize(prog)
-        ptx = b" " * size
-        _check(nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+        cubin = _output(nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, prog, "CUBIN")
+        ptx = _output(nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, prog, "PTX")
         return cubin, ptx, text
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
