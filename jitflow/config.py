@@ -29,7 +29,7 @@ ENVIRONMENT = {
     "JITFLOW_CPU_LEVEL": ("the architecture's baseline (x86-64, armv8-a)",
                           "how much of the CPU host code may use: x86-64-v2, x86-64-v3, x86-64-v4; armv8.2-a, "
                           "neoverse-n1, neoverse-v1, neoverse-v2; native (this CPU)"),
-    "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
+    "JITFLOW_LOG": ("unset (warnings only)", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<user cache folder>/jitflow/toolchain/zig-<version>",
                               "zig's own cache, shared by every cache folder of the user (private to the user)"),
     "JITFLOW_BUILD_JOBS": ("the usable cores", "compilers one build runs at once; the host C and the device code "
@@ -120,14 +120,15 @@ PROGRESS_MODES = {"auto": "auto", **dict.fromkeys(_TRUE, "on"), **dict.fromkeys(
 
 
 def log_level() -> int | None:
-    """The level JITFLOW_LOG asks for, or None when it is unset (logging is then the application's)."""
+    """The level JITFLOW_LOG asks for, or None when it is unset or not a level (one warning says so):
+    logging is then the application's, which shows warnings only unless it chose otherwise."""
     raw = os.environ.get("JITFLOW_LOG", "").strip().lower()
     if not raw:
         return None
     if raw not in LOG_LEVELS:
-        warn_once("JITFLOW_LOG", "jitflow: JITFLOW_LOG=%r is not a level (use %s); logging at info",
-                  raw, ", ".join(LOG_LEVELS))
-        return logging.INFO
+        warn_once("JITFLOW_LOG", "jitflow: JITFLOW_LOG=%r is not a level (use %s); using the default "
+                  "(warnings only)", raw, ", ".join(LOG_LEVELS))
+        return None
     return LOG_LEVELS[raw]
 
 
