@@ -179,7 +179,7 @@ class Executable:
 
         module = self.jit()
         cuda = bool(self._meta.get("cuda")) if self._meta else self.target.is_cuda
-        return virtual_machine(module, device, cuda, memory_cfg)
+        return virtual_machine(module, device, cuda, memory_cfg, functions=lambda: self.functions)
 
     def inspect(self) -> Any:
         """Build if needed (a cache hit counts) and report what runs: the host code, the kernels and

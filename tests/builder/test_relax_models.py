@@ -230,6 +230,10 @@ def test_vm_misuse_is_explained(cache_dir, tmp_path):
         exe.vm("cuda:0")
     with pytest.raises(InvalidInputError, match=r"exe.vm\(device\)\['main'\]"):
         exe["main"]
+    with pytest.raises(jitflow.errors.FunctionNotFoundError, match="no function named 'mian'.*functions: 'main'"):
+        exe.vm("cpu")["mian"]
+    with pytest.raises(jitflow.errors.FunctionNotFoundError, match=r"jitflow.load_vm\(path, device\)\[name\]"):
+        exe.jit()["mian"]
     with pytest.raises(InvalidInputError, match="unknown device"):
         exe.vm("tpu")
     kernel_lib = jitflow.compile(kernels.vecadd(), "c").export_library(tmp_path / "k.so")
