@@ -170,7 +170,8 @@ MISSING_FUNCTION = """
     from jitflow.errors import FunctionNotFoundError
     seen = {{}}
     lib = jitflow.load({folder!r} + "/axpb.so")
-    for what, get in (("load", lambda: lib["mian"]), ("load_vm", lambda: jitflow.load_vm({folder!r} + "/mlp.so")["mian"]),
+    for what, get in (("load", lambda: lib["mian"]),
+                      ("load_vm", lambda: jitflow.load_vm({folder!r} + "/mlp.so")["mian"]),
                       ("load of a model", lambda: jitflow.load({folder!r} + "/mlp.so")["mian"])):
         try:
             get()
@@ -189,7 +190,8 @@ def test_a_missing_function_of_a_loaded_library_is_named_with_those_it_has(shipp
     seen = json.loads(proc.stdout.splitlines()[-1])
     assert seen["load"] == "no function named 'mian' in the module; functions: 'main'"
     assert seen["load_vm"] == "no function named 'mian' in the module; functions: 'main'"
-    assert "is a Relax model" in seen["load of a model"] and "jitflow.load_vm(path, device)[name]" in seen["load of a model"]
+    model = seen["load of a model"]
+    assert "is a Relax model" in model and "jitflow.load_vm(path, device)[name]" in model
     assert seen["attribute"] == "NoneType"
     # the loaded module is still the class it was (TVM's, with its extras, where tvm is imported)
     base = "tvm.runtime.module.Module" if first else "tvm_ffi.module.Module"
