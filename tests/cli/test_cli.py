@@ -234,15 +234,16 @@ def test_doctor_says_the_shared_tier_once(built, redis_url):
     assert "shared:" in info and redis_url.split("@")[1] in info and password not in info
 
 
-@pytest.mark.parametrize("host, says", [("arm64", "did you mean 'aarch64-linux-gnu'?"),
+@pytest.mark.parametrize("host, says", [("arm64-apple-darwin", "did you mean 'aarch64-linux-gnu'?"),
                                         ("riscv64-linux-gnu", "unsupported host 'riscv64-linux-gnu'")])
 def test_warm_for_an_unknown_host_is_a_clean_usage_error(host, says):
     out = jf("warm", "--host", host)
     assert out.returncode == 2 and no_traceback(out) and says in out.stderr
 
 
-def test_warm_for_an_alias_of_aarch64(built):
-    out = jf("warm", "--host", "arm64-linux-gnu", env=built[0])
+@pytest.mark.parametrize("host", ["arm64-linux-gnu", "arm64"])
+def test_warm_for_an_alias_of_aarch64(built, host):
+    out = jf("warm", "--host", host, env=built[0])
     assert out.returncode == 0 and out.stdout.startswith("warmed zig for aarch64-linux-gnu in ")
 
 
