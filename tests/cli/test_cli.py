@@ -12,6 +12,7 @@ import time
 
 import pytest
 from cli_run import build_entries, cache_env, copy_cache, entry_folder, jf, no_traceback
+from conftest import ROOT
 from redis_server import RedisServer, redis_missing, required_in_ci
 
 BUILD = """
@@ -145,6 +146,10 @@ def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):
     out = jf("cache", "prune", "--older-than", "30d", "--dry-run", env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("would remove 1 entry (") and "KiB):" in out.stdout
+    header = out.stdout.splitlines()[1].split()
+    assert header == ["key", "module", "target", "host", "size", "why"]
+    documented = (ROOT / "docs" / "cli.md").read_text().split("## cache prune", 1)[1]
+    assert [line.split() for line in documented.splitlines() if line.startswith("  key ")] == [header, header]
     (row,) = [line for line in out.stdout.splitlines() if x86[:12] in line]
     assert "unused for 40 days (over 30 days)" in row and arm[:12] not in out.stdout
     assert "would leave" in out.stdout.splitlines()[-1] and "in 1 entry" in out.stdout
