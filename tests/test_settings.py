@@ -21,6 +21,16 @@ def test_arguments_of_the_wrong_kind_are_refused(kwargs, says):
         jitflow.compile(kernels.axpb(), "c", **kwargs)
 
 
+def test_an_unknown_pass_config_option_names_the_nearest_before_anything_is_built(cache_dir):
+    with pytest.raises(InvalidInputError) as err:
+        jitflow.compile(kernels.axpb(), "c", pass_config={"tirx.disable_vectorise": True})
+    assert str(err.value).startswith("pass_config: 'tirx.disable_vectorise' is not a TVM PassContext option; "
+                                     "the nearest are tirx.disable_vectorize, ")
+    with pytest.raises(InvalidInputError, match="pass_config: TVM refuses the value: .*tirx.disable_vectorize"):
+        jitflow.compile(kernels.axpb(), "c", pass_config={"tirx.disable_vectorize": "maybe"})
+    assert jitflow.compile(kernels.axpb(), "c", pass_config={"tirx.disable_vectorize": True}).options.pass_config
+
+
 def test_false_and_none_still_mean_what_they_say(cache_dir):
     assert not jitflow.compile(kernels.axpb(), "c", cache=False).settings.cache_enabled
     assert jitflow.compile(kernels.axpb(), "c", cache=None).settings.cache_enabled
