@@ -58,7 +58,8 @@ ENVIRONMENT = {
 
 DEFAULT_MAX_SIZE = 4 * 1024**3
 _SIZE_SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, "G": 1000**3, "GB": 1000**3,
-               "T": 1000**4, "TB": 1000**4, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+               "T": 1000**4, "TB": 1000**4, "P": 1000**5, "PB": 1000**5, "E": 1000**6, "EB": 1000**6,
+               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4, "PIB": 1024**5, "EIB": 1024**6}
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -84,7 +85,9 @@ def _bounded(digits: str, scale: int, limit: float, label: str, limit_text: str)
 
 
 def parse_size(text: str | int, what: str = "size") -> int:
-    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes (at most MAX_BYTES)."""
+    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes, at most MAX_BYTES (8 EiB less one byte;
+    KB to EB are powers of 1000, KiB to EiB of 1024). A size that is not a whole number of bytes
+    ('1.5') is refused."""
     if isinstance(text, int) and not isinstance(text, bool):
         if not 0 <= text <= MAX_BYTES:
             raise InvalidInputError(f"{what} {text!r} is out of range; give 0 to {MAX_BYTES} bytes")
@@ -92,7 +95,12 @@ def parse_size(text: str | int, what: str = "size") -> int:
     m = re.fullmatch(rf"\s*({_NUMBER})\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).upper() not in _SIZE_SUFFIXES:
         raise InvalidInputError(f"{what} {text!r} is not a size; use for example 2GB, 500MB or 1.5GiB")
-    return int(_bounded(m.group(1), _SIZE_SUFFIXES[m.group(2).upper()], MAX_BYTES, f"{what} {text!r}", "8 EiB"))
+    value = _bounded(m.group(1), _SIZE_SUFFIXES[m.group(2).upper()], MAX_BYTES, f"{what} {text!r}",
+                     "8 EiB less one byte")
+    if value != int(value):
+        raise InvalidInputError(f"{what} {text!r} is not a whole number of bytes; give bytes as a whole number "
+                                "or use a unit (1.5KiB, 2MB)")
+    return int(value)
 
 
 def parse_duration(text: str, what: str = "duration") -> float:

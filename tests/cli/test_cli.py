@@ -285,3 +285,6 @@ def test_doctor_and_cache_info_say_what_is_wrong_with_the_shared_tiers_url(built
     assert f"shared:    off: JITFLOW_REMOTE_CACHE has {says}" in info.stdout and "s3cret" not in info.stdout
     shared = json.loads(jf("cache", "info", "--json", env=env).stdout)["shared"]
     assert shared["url"] is None and says in shared["problem"]
+    assert set(shared["counters"]) == {"hits", "misses", "refusals", "stored", "too_large", "errors"}
+    shown = info.stdout.rsplit(" (", 1)[1].removesuffix(", on this machine)\n").split(", ")
+    assert sorted(shown) == sorted(f"{name.replace('_', ' ')} {n}" for name, n in shared["counters"].items())
