@@ -22,6 +22,8 @@ _NAMES = "_jitflow_functions"
 def _named(base: type) -> type:
     """The subclass of `base` whose lookups by name say which functions there are."""
     with _classes_lock:
+        if base in _classes.values():          # already one of ours
+            return base
         cls = _classes.get(base)
         if cls is None:
             def __getitem__(self: Any, name: str) -> Any:
