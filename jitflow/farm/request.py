@@ -53,6 +53,8 @@ def make(exe: Any, cache_root: str) -> Request:
     if in_process.relax_pass is not None:
         raise NotPortable("its Relax pipeline is a Pass object (give it a name in tvm.relax.pipeline.PIPELINE_MAP)")
     key = exe.cache_key
+    if key.uncacheable:
+        raise NotPortable(f"it is not cached ({key.uncacheable}), so what a worker built could not be told apart")
     wire_ir, weights, tensors = _ir_json(exe.mod)
     return Request({
         "format": FORMAT, "key": key.digest, "inputs": key.inputs, "ir": wire_ir,
