@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import config
+from ..errors import InvalidInputError
 from ..options import BuildOptions, InProcess
 from ..targets import TargetSpec
+from . import ir_graph
 
 #: the request's layout version
 FORMAT = 1
@@ -111,8 +113,12 @@ def executable(wire: dict[str, Any], weights: list[bytes]) -> Any:
     from ..executable import Executable
 
     graph_text = wire["ir"]
+    try:   # checked before TVM reads it: a node that refers to itself would crash the worker (ir_graph.py)
+        graph = ir_graph.parse(graph_text)
+        ir_graph.check(graph)
+    except ir_graph.BadGraph as exc:
+        raise InvalidInputError(f"refusing a build request whose IR TVM could not read safely: {exc}") from None
     if wire["tensors"]:
-        graph = json.loads(graph_text)
         for index, position in wire["tensors"]:
             graph["nodes"][index]["data"] = base64.b64encode(weights[position]).decode()
         graph_text = json.dumps(graph)
