@@ -84,8 +84,8 @@ def _tvm_library(path: Path) -> None:
     except Truncated as exc:
         raise InvalidInputError(f"{path}: {exc}") from None       # as jitflow.load says it
     except LibraryFormatError as exc:
-        raise InvalidInputError(f"{path}: {exc}; expected a library built by jitflow or TVM, FILE.py:NAME or "
-                                "a cache key") from None
+        raise InvalidInputError(f"{path} is not a shared library jitflow can read ({exc}); expected a library "
+                                "built by jitflow or TVM, FILE.py:NAME or a cache key") from None
     except OSError as exc:
         raise InvalidInputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:
