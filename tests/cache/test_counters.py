@@ -122,15 +122,20 @@ def _stats(timeout: float = 120) -> tuple[dict, str]:
     return json.loads(proc.stdout), proc.stderr
 
 
-@pytest.mark.parametrize("number", ["1e400", "Infinity", "-5", "NaN", "12345678901234567890123"])
-def test_a_counter_that_is_not_a_finite_count_reads_as_zeros_and_a_hit_still_counts(stats_file, number):
+@pytest.mark.parametrize("number", ["1e400", "Infinity"])
+def test_a_counter_that_is_not_a_finite_count_reads_as_zeros_and_a_hit_still_counts(stats_file, number, caplog):
     stats_file.write_text(f'{{"hits": {number}, "misses": 1}}'.ljust(counters.RECORD))
     d, err = _stats()
     assert (d["hits"], d["misses"], d["builds"]) == (0, 0, 0)
     assert f"counter file {stats_file} is damaged (hits is" in err and "reads as zeros" in err
     hit = _hit()                                         # no OverflowError: the hit is served and counted
     assert "is damaged" in hit.stderr and "Traceback" not in hit.stderr
-    assert _stats()[0]["hits"] == 1 and stats_file.stat().st_size == counters.RECORD   # a sound record again
+    assert counters.read(stats_file.parent)["hits"] == 1 and stats_file.stat().st_size == counters.RECORD
+    for other in ("-5", "NaN", "12345678901234567890123", '"many"', "[1]", "true"):   # each read as damage
+        stats_file.write_text(f'{{"builds": {other}}}'.ljust(counters.RECORD))
+        assert counters.read(stats_file.parent)["builds"] == 0
+        counters.add(stats_file.parent, builds=1)
+        assert counters.read(stats_file.parent)["builds"] == 1, other       # and the next count replaces it
 
 
 def test_a_counter_file_that_is_a_folder_reads_as_zeros_and_is_left_alone(stats_file):
@@ -165,13 +170,11 @@ def test_a_counter_file_that_is_a_link_is_never_written_through(stats_file, tmp_
     d, err = _stats()
     assert d["hits"] == 0 and "is not a regular file (a symbolic link)" in err
     _hit()
-    _hit()
     assert victim.read_bytes() == before                 # every hit used to rewrite its first 512 bytes
     os.link(victim, tmp_path / "second-name")
     stats_file.unlink()
     os.link(victim, stats_file)                          # a hard link: the same file under two names
-    assert "is a file with 3 names (hard links)" in _stats()[1]
-    _hit()
+    counters.record(stats_file.parent, "hit", 0.001, {})
     assert victim.read_bytes() == before
     counters.zero(stats_file.parent)                     # --zero puts a fresh record in its place
     assert victim.read_bytes() == before and not stats_file.is_symlink() and stats_file.stat().st_nlink == 1
