@@ -100,11 +100,12 @@ def _cuda_compilers() -> list[Check]:
     from .toolchain import nvrtc as nvrtc_wheels
 
     out = []
-    try:
-        out.append(Check("NVRTC", True, str(nvrtc_wheels.cuda_version())))
-        out.append(Check("nvfatbin", True, fatbin_build.version()))
-    except Exception as exc:  # noqa: BLE001
-        out.append(Check("NVRTC/nvfatbin", False, f"not loadable: {exc}", "pip install 'jitflow[cuda]'"))
+    for name, version, wheel in (("NVRTC", lambda: str(nvrtc_wheels.cuda_version()), nvrtc_wheels.WHEEL_HINT),
+                                 ("nvfatbin", fatbin_build.version, fatbin_build.WHEEL_HINT)):
+        try:
+            out.append(Check(name, True, version()))
+        except Exception as exc:  # noqa: BLE001 - a broken install must be reported, not raised
+            out.append(Check(name, False, f"not loadable: {exc}", wheel))
     from .toolchain import nvjitlink
 
     if nvjitlink.available():
@@ -120,7 +121,7 @@ def _cuda_compilers() -> list[Check]:
     if found:
         out.append(Check("nvcc", True, f"{nvcc.version()} ({found})", required=False))
     else:
-        out.append(Check("nvcc", False, f"not in {cuda_toolkit.WHERE} (optional: JITFLOW_CUDA_COMPILER=nvcc "
+        out.append(Check("nvcc", False, f"not in {cuda_toolkit.where('nvcc')} (optional: JITFLOW_CUDA_COMPILER=nvcc "
                          "needs it)", "install a CUDA toolkit if you want nvcc", required=False))
     return out
 

@@ -53,7 +53,7 @@ ENVIRONMENT = {
     "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
     "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
     "TVM_LIBRARY_PATH": ("unset", "a folder searched first for TVM's runtime libraries when a library is loaded, "
-                                  "as TVM does"),
+                                  "as TVM does; refused where anyone but you or root can write it or them"),
 }
 
 DEFAULT_MAX_SIZE = 4 * 1024**3

@@ -90,9 +90,9 @@ class Executable:
 
     def cached(self) -> bool:
         """Whether the library is in the cache now (looks only: nothing is built or loaded)."""
-        if not self.settings.cache_enabled:
-            return False
         key = self._cache_key()
+        if not self.settings.cache_enabled or key.uncacheable:
+            return False
         for cache in location.open_cache(self.settings).search():
             found = cache.lookup(key.digest, key.inputs)
             if found is not None:
@@ -136,8 +136,9 @@ class Executable:
             if self._module is not None:
                 return self._module
             memo = (str(self.settings.cache_dir), self.key)
+            shared = self.settings.cache_enabled and not self._cache_key().uncacheable
             with _LOADED_LOCK:
-                cached = _LOADED.get(memo) if self.settings.cache_enabled else None
+                cached = _LOADED.get(memo) if shared else None
             if cached is not None:   # the metadata comes with it: the entry may be in the fallback folder
                 self._module, self._meta = cached
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
@@ -145,8 +146,9 @@ class Executable:
             with self._obtain() as got:
                 module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
             self._module = module
-            with _LOADED_LOCK:
-                _LOADED[memo] = (module, got.meta)
+            if shared:
+                with _LOADED_LOCK:
+                    _LOADED[memo] = (module, got.meta)
             return module
 
     @property
@@ -190,7 +192,7 @@ class Executable:
             got = self._obtain()
         with got:
             return inspect_folder(got.library.path.parent, got.meta, "build", str(got.info),
-                                  keep_paths=self.settings.cache_enabled)
+                                  keep_paths=self.settings.cache_enabled and not self._cache_key().uncacheable)
 
     def trace(self, fn: str, *args: Any, calls: int = 3, device: Any = None, memory_cfg: str | None = None) -> Any:
         """Run fn(*args) `calls` times on the GPU and report what the CUDA driver did, per call and at

@@ -1,8 +1,10 @@
-"""Where an exported library may be written.
+"""Where an exported library, or any other file jitflow writes on request (`inspect --html`,
+`--timeline`, `rep.html(path)`), may be written.
 
 export_library writes a temporary file beside the destination and renames it over the
-destination: whatever was at that name is replaced, not written into. That is right for a
-regular file (an older library) and wrong for anything else. So the destination must be:
+destination (write_atomically does the same for a page or a timeline): whatever was at that name
+is replaced, not written into, and a failure leaves nothing. That is right for a regular file (an
+older library) and wrong for anything else. So the destination must be:
 
 - a new name, or an existing regular file, in a folder that exists;
 - not a directory, a character or block device (a copy of /dev/null, or /dev/null itself as
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -27,29 +30,57 @@ _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.
           stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}
 
 
-def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
-    """The absolute destination for a library to be written at `path`, after the checks above;
-    an InvalidInputError that says what is there and what to do otherwise."""
+def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), what: str = "export_library",
+                written: str = "the library", example: str = "kernel.so") -> Path:
+    """The absolute destination for a file to be written at `path`, after the checks above; an
+    InvalidInputError that says what is there and what to do otherwise. `what` names the writer in
+    the message, `written` what it writes, `example` a file name to suggest."""
     dest = Path(path).expanduser().absolute()
     try:
         found = os.stat(dest)
     except FileNotFoundError:
         found = None   # a new name, or a dangling link (replaced)
     except OSError as exc:
-        raise InvalidInputError(f"export_library: cannot look at {dest}: {exc.strerror}") from None
+        raise InvalidInputError(f"{what}: cannot look at {dest}: {exc.strerror}") from None
     if found is not None and not stat.S_ISREG(found.st_mode):
         kind = _KINDS.get(stat.S_IFMT(found.st_mode), "not a regular file")
-        fix = "a file name such as kernel.so in it" if stat.S_ISDIR(found.st_mode) else "the name of a file to write"
-        raise InvalidInputError(f"export_library: {dest} is {kind}; the library would replace it, not be "
+        fix = f"a file name such as {example} in it" if stat.S_ISDIR(found.st_mode) else "the name of a file to write"
+        raise InvalidInputError(f"{what}: {dest} is {kind}; {written} would replace it, not be "
                                 f"written into it. Give {fix}")
     if not dest.parent.is_dir():
-        raise InvalidInputError(f"export_library: the folder {dest.parent} does not exist")
+        raise InvalidInputError(f"{what}: the folder {dest.parent} does not exist")
     if found is not None:
         same = _same_file(found, inputs)
         if same is not None:
-            raise InvalidInputError(f"export_library: {dest} is {same}, an input of this build; writing the "
-                                    "library there would destroy it. Give another output name")
+            raise InvalidInputError(f"{what}: {dest} is {same}, an input of this build; writing {written} "
+                                    "there would destroy it. Give another output name")
     return dest
+
+
+def write_atomically(dest: Path, data: str | bytes, what: str) -> None:
+    """Write `data` to `dest` (a destination() result) through a temporary file beside it, renamed
+    over it: readers see the old file or the whole new one, and a failure leaves nothing behind. A
+    file that was there keeps its permissions; a new one is readable by all, as `open(path, "w")` makes it
+    under the usual umask."""
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        mode = stat.S_IMODE(os.stat(dest).st_mode)
+    except OSError:
+        mode = 0o644
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    except OSError as exc:
+        raise InvalidInputError(f"{what}: cannot write in {dest.parent}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(raw)
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise InvalidInputError(f"{what}: cannot write {dest}: {exc.strerror}") from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def _same_file(found: os.stat_result, inputs: Iterable[str | os.PathLike]) -> str | None:

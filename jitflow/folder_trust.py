@@ -94,11 +94,15 @@ def _chain(path: str) -> list[tuple[str, os.stat_result]]:
     return consulted
 
 
-def folder_problem(path: str | os.PathLike, uid: int | None = None, parent: bool = False) -> str | None:
+def folder_problem(path: str | os.PathLike, uid: int | None = None, parent: bool = False,
+                   installed: bool = False) -> str | None:
     """Why `path` is not a trusted folder (see the module's docstring), or None when it is.
 
     A missing folder is a problem too ("... does not exist"). With `parent`, `path` is judged as a
     folder to create one in: like the folders above it (root's, or a sticky folder such as /tmp).
+    With `installed`, as a folder of installed code to load (TVM's libraries, TVM_LIBRARY_PATH): it
+    may be root's as well as this user's (a system install), and is never writable by others,
+    sticky or not (anyone could put a library of that name in /tmp).
     """
     uid = os.getuid() if uid is None else uid
     path = _absolute(path)
@@ -117,13 +121,48 @@ def folder_problem(path: str | os.PathLike, uid: int | None = None, parent: bool
         if not stat.S_ISDIR(st.st_mode):
             return f"{where} is not a folder"
         if last:
-            if st.st_uid != uid:
+            if st.st_uid != uid and not installed:
                 return f"{where} is not owned by this user (uid {uid}; {_describe(st)})"
-            if st.st_mode & 0o002 or (st.st_mode & 0o020 and not _private_group(st.st_gid, uid)):
+            if _writable_by_others(st, uid):
                 return f"{where} is writable by group or others ({_describe(st)})"
         elif st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
             if st.st_mode & 0o002 or not _private_group(st.st_gid, uid):
                 return f"{where} is writable by group or others ({_describe(st)})"
+    return None
+
+
+def _writable_by_others(st: os.stat_result, uid: int) -> bool:
+    return bool(st.st_mode & 0o002 or (st.st_mode & 0o020 and not _private_group(st.st_gid, uid)))
+
+
+def file_problem(path: str | os.PathLike, uid: int | None = None) -> str | None:
+    """Why the file at `path` is not one this process may load code from (a library), or None: it
+    is a regular file of this user or root that no one else can write, every folder on the way to
+    it (and every link) is trusted as folder_problem trusts the folders above a cache, and the
+    folder it lies in is one of installed code (folder_problem(installed=True))."""
+    uid = os.getuid() if uid is None else uid
+    path = _absolute(path)
+    try:
+        resolved = os.path.realpath(path)
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path} cannot be checked: {exc.strerror or exc}"
+    folder = folder_problem(os.path.dirname(path), uid, installed=True) or \
+        folder_problem(os.path.dirname(resolved), uid, installed=True)
+    if folder:
+        return folder
+    try:
+        link = os.lstat(path)
+    except OSError as exc:
+        return f"{path} cannot be checked: {exc.strerror or exc}"
+    if stat.S_ISLNK(link.st_mode) and not _owner_ok(link, uid):
+        return f"{path} is a link of another user ({_describe(link)})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{resolved} is not a regular file"
+    if not _owner_ok(st, uid):
+        return f"{resolved} belongs to another user ({_describe(st)})"
+    if _writable_by_others(st, uid):
+        return f"{resolved} is writable by group or others ({_describe(st)})"
     return None
 
 

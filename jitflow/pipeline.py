@@ -94,12 +94,14 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
     recheck = not key_is_fresh
     folders = location.open_cache(settings)
     found, cache = None, None
-    for cache in folders.search():   # the configured cache, then the fallback if builds go there
+    if cache_key.uncacheable:
+        _say_uncacheable(cache_key.uncacheable)
+    for cache in () if cache_key.uncacheable else folders.search():   # the configured cache, then the fallback
         found = cache.lookup(key, inputs)
         if found is not None:
             break
     if found is None:
-        cache = folders.for_building()
+        cache = NullCache(folders) if cache_key.uncacheable else folders.for_building()
         if isinstance(cache, NullCache):
             found = _build_uncached(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
             info.outcome = "built"
@@ -110,6 +112,14 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
         counters.record(cache.root, info.outcome, info.total, found[1])
     log.info("jitflow: %s%s", info, " (cache disabled)" if isinstance(cache, NullCache) else "")
     return Obtained(found[0], found[1], info, cache)
+
+
+def _say_uncacheable(reason: str) -> None:
+    from .logs import warn_once
+
+    warn_once(f"uncacheable {reason}", "jitflow: this build is not cached: %s, so a library in the cache could "
+              "be one a process with other values built. Fix: capture plain values (numbers, strings, functions "
+              "of them) instead, or give cache_salt= (or JITFLOW_CACHE_SALT) naming what it holds", reason)
 
 
 def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,

@@ -111,7 +111,7 @@ def pipeline_key(relax_pipeline: Any) -> str:
     """
     name = "default" if relax_pipeline is None else relax_pipeline
     if isinstance(name, str):
-        identity = relax_pipeline_identity(name)
+        identity = relax_pipeline_identity(name)     # Unkeyable when it holds what cannot be named
         return name if identity is None else f"{name} = {identity}"
     return f"pass:{relax_pipeline}"
 
@@ -122,10 +122,15 @@ def ir_sha256(ir_text: str) -> str:
 
 @dataclass(frozen=True)
 class CacheKey:
-    """A cache key: the hex sha256 and the inputs it was taken over (all but the IR text itself)."""
+    """A cache key: the hex sha256 and the inputs it was taken over (all but the IR text itself).
+
+    `uncacheable` says why a library made under it must not be cached (a registered pipeline holds
+    a value the key cannot name: registrations.Unkeyable), or is None: the pipeline then builds it
+    as with caching off."""
 
     digest: str
     inputs: dict[str, Any]
+    uncacheable: str | None = None
 
 
 def cache_key(mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
@@ -156,10 +161,22 @@ def _option_inputs(ir_text: str, spec: TargetSpec, settings: Settings, options: 
         inputs["cpu_level"] = options.cpu_level.to_json()
     pipeline = relax_pipeline(options, in_process)
     if pipeline is not None:
-        inputs["relax_pipeline"] = pipeline_key(pipeline)
+        try:
+            inputs["relax_pipeline"] = pipeline_key(pipeline)
+        except registrations.Unkeyable as exc:
+            inputs["relax_pipeline"] = f"{pipeline} = unkeyable"
+            inputs["unkeyable"] = str(exc)
     if settings.cache_salt:
         inputs["salt"] = settings.cache_salt
     return inputs
+
+
+def _uncacheable(options: dict[str, Any]) -> str | None:
+    """Why a build under these inputs must not be cached (a registered function holds a value the key
+    cannot name), or None; a cache salt takes over naming it (the caller's word for what the key
+    cannot see)."""
+    reason = options.get("unkeyable") or options["registrations"].get("unkeyable")
+    return None if reason is None or "salt" in options else reason
 
 
 def _hashed(ir_text: str, spec: TargetSpec, options: dict[str, Any], versions: dict[str, str]) -> CacheKey:
@@ -171,7 +188,7 @@ def _hashed(ir_text: str, spec: TargetSpec, options: dict[str, Any], versions: d
         "ir_sha256": ir_sha256(ir_text),
     }
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
-    return CacheKey(digest, inputs)
+    return CacheKey(digest, inputs, _uncacheable(options))
 
 
 def module_unchanged(key: CacheKey, mod: Any) -> bool:

@@ -10,14 +10,24 @@ What the key records:
   makes of a probe call per dtype, whichever intrinsics the module names;
 - which of the callbacks the target's code generator consults are registered;
 - the TIR pipeline TVM will run and, for a Relax pipeline given by name, the function behind it:
-  its module, name and bytecode.
+  its module, name and bytecode, and what its closure cells and default arguments hold (a
+  pipeline made by a factory, `make(scale)`, is another pipeline for another scale). Those values
+  are keyed by what they are: numbers, strings, bytes and containers of them by value, functions
+  the same way as the pipeline (recursively), modules and classes by name, numpy arrays by their
+  bytes, TVM IR by its structural hash. A value that cannot be named so (a tvm.transform.Pass,
+  whose Python body cannot be seen; any other object) makes the function Unkeyable: the build is
+  then not cached (cache/key.py: CacheKey.uncacheable says why), unless a cache salt takes over
+  naming it.
 
-What cannot be seen this way (the body of a registered callback, a C++ registration that replaces
-another, a pass changed in place) needs `cache_salt=` / JITFLOW_CACHE_SALT: docs/reliability.md.
+What cannot be seen this way (the body of a registered callback, the module globals a pipeline
+function reads, a C++ registration that replaces another, a pass changed in place) needs
+`cache_salt=` / JITFLOW_CACHE_SALT: docs/reliability.md.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import types
 from typing import Any
 
 from .lowering_rules import foreign_rules
@@ -49,19 +59,124 @@ def _code_digest(code: Any, h: Any) -> None:
             h.update(repr(const).encode())
 
 
-def function_identity(fn: Any) -> str:
-    """module.qualname and a digest of the bytecode of a Python function (stable across processes)."""
-    name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return name
+class Unkeyable(Exception):
+    """A registered function holds a value the key cannot name; the message says which and where."""
+
+
+#: how deep values inside values are followed, and how many are named at most, before giving up
+_MAX_DEPTH, _MAX_VALUES = 12, 10_000
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _name(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+def _code_identity(fn: Any, code: Any) -> str:
+    """module.qualname and a digest of the function's bytecode, names and constants (memoized)."""
     known = _identities.get(id(fn))
     if known is not None and known[0] is fn and known[1] is code:
         return known[2]
     h = hashlib.sha256()
     _code_digest(code, h)
-    _identities[id(fn)] = (fn, code, f"{name} {h.hexdigest()[:16]}")
+    _identities[id(fn)] = (fn, code, f"{_name(fn)} {h.hexdigest()[:16]}")
     return _identities[id(fn)][2]
+
+
+class _Values:
+    """What a function holds, named as text for the key (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.active: set[int] = set()     # functions being named: a closure that refers to itself
+
+    def function(self, fn: Any, depth: int) -> str:
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return _name(fn)
+        identity = _code_identity(fn, code)
+        if id(fn) in self.active:
+            return f"<{identity} again>"
+        held = []
+        self.active.add(id(fn))
+        try:
+            for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+                try:
+                    content = cell.cell_contents
+                except ValueError:            # a cell not yet filled
+                    held.append(f"{name}: <empty>")
+                    continue
+                held.append(f"{name}: {self.value(content, depth + 1, f'its closure cell {name!r}')}")
+            for i, default in enumerate(fn.__defaults__ or ()):
+                held.append(f"default {i}: {self.value(default, depth + 1, f'its default argument {i}')}")
+            for name, default in sorted((fn.__kwdefaults__ or {}).items()):
+                held.append(f"default {name}: {self.value(default, depth + 1, f'its default argument {name!r}')}")
+        finally:
+            self.active.discard(id(fn))
+        if not held:
+            return identity
+        return f"{identity} holding {hashlib.sha256(repr(held).encode()).hexdigest()[:16]}"
+
+    def value(self, value: Any, depth: int, where: str) -> str:
+        self.count += 1
+        if depth > _MAX_DEPTH or self.count > _MAX_VALUES:
+            raise Unkeyable(f"{where} holds values nested deeper than {_MAX_DEPTH} levels or more than "
+                            f"{_MAX_VALUES} of them")
+        if isinstance(value, _PLAIN):
+            return f"{type(value).__name__}:{value!r}"
+        if isinstance(value, (tuple, list)):
+            return f"{type(value).__name__}[{', '.join(self.value(v, depth + 1, where) for v in value)}]"
+        if isinstance(value, (set, frozenset)):
+            return f"{type(value).__name__}{{{', '.join(sorted(self.value(v, depth + 1, where) for v in value))}}}"
+        if isinstance(value, dict):
+            items = sorted(f"{self.value(k, depth + 1, where)}: {self.value(v, depth + 1, where)}"
+                           for k, v in value.items())
+            return f"dict{{{', '.join(items)}}}"
+        if isinstance(value, types.FunctionType):
+            return f"function:{self.function(value, depth)}"
+        if isinstance(value, functools.partial):
+            return (f"partial:{self.value(value.func, depth + 1, where)}({self.value(value.args, depth + 1, where)}, "
+                    f"{self.value(value.keywords, depth + 1, where)})")
+        if isinstance(value, types.MethodType):
+            return f"method:{self.value(value.__func__, depth + 1, where)} of {self.value(value.__self__, depth + 1, where)}"
+        if isinstance(value, (types.BuiltinFunctionType, type)):
+            return f"{type(value).__name__}:{_name(value)}"
+        if isinstance(value, types.ModuleType):
+            return f"module:{value.__name__}"
+        return self._object(value, where)
+
+    def _object(self, value: Any, where: str) -> str:
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        if kind.startswith("numpy.") and hasattr(value, "tobytes") and hasattr(value, "dtype"):
+            import numpy as np
+
+            array = np.ascontiguousarray(value)
+            return f"{kind}:{array.dtype}{list(array.shape)} {hashlib.sha256(array.tobytes()).hexdigest()}"
+        if kind.startswith("tvm"):
+            import tvm
+
+            if isinstance(value, tvm.transform.Pass):
+                raise Unkeyable(f"{where} holds a TVM pass ({type(value).__name__}), whose Python body (if any) "
+                                "the key cannot see")
+            if isinstance(value, tvm.target.Target):
+                return f"target:{value}"
+            try:
+                import tvm_ffi
+
+                return f"{kind}:{tvm_ffi.structural_hash(value)}"
+            except Exception:  # noqa: BLE001 - an object TVM cannot hash structurally
+                pass
+        raise Unkeyable(f"{where} holds a {kind} object, which the key cannot name")
+
+
+def function_identity(fn: Any, what: str = "the function") -> str:
+    """module.qualname and a digest of the bytecode of a Python function, and of what its closure
+    cells and default arguments hold (stable across processes); Unkeyable (saying `what` holds
+    which value) when one of those cannot be named."""
+    try:
+        return _Values().function(fn, 0)
+    except Unkeyable as exc:
+        raise Unkeyable(f"{what} ({_name(fn)}): {exc}") from None
 
 
 def tir_pipeline_identity() -> str:
@@ -71,7 +186,8 @@ def tir_pipeline_identity() -> str:
     from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 
     fn = PIPELINE_MAP.get(TIR_PIPELINE)
-    return f"{TIR_PIPELINE} = {'none' if fn is None else function_identity(fn)}"
+    what = f"the TIR pipeline registered under {TIR_PIPELINE!r}"
+    return f"{TIR_PIPELINE} = {'none' if fn is None else function_identity(fn, what)}"
 
 
 def relax_pipeline_identity(name: str) -> str | None:
@@ -79,13 +195,23 @@ def relax_pipeline_identity(name: str) -> str | None:
     import tvm
 
     fn = tvm.relax.pipeline.PIPELINE_MAP.get(name)
-    return None if fn is None else function_identity(fn)
+    return None if fn is None else function_identity(fn, f"the Relax pipeline {name!r}")
 
 
 def fingerprint(ir_text: str, kind: str) -> dict[str, Any]:
-    """Everything above for a module's text and target kind ('c' or 'cuda'); host code is always C."""
+    """Everything above for a module's text and target kind ('c' or 'cuda'); host code is always C.
+    A TIR pipeline that cannot be keyed is recorded as such, with the reason (`unkeyable`)."""
     kinds = ("c", kind) if kind != "c" else ("c",)
-    out: dict[str, Any] = {"intrinsics": foreign_rules(kinds, ir_text), "tir_pipeline": tir_pipeline_identity()}
+    try:
+        pipeline = tir_pipeline_identity()
+    except Unkeyable as exc:
+        pipeline = f"{TIR_PIPELINE} = unkeyable"
+        unkeyable: str | None = str(exc)
+    else:
+        unkeyable = None
+    out: dict[str, Any] = {"intrinsics": foreign_rules(kinds, ir_text), "tir_pipeline": pipeline}
+    if unkeyable:
+        out["unkeyable"] = unkeyable
     found = hooks(kinds)
     if found:
         out["hooks"] = found

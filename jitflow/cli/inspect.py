@@ -13,7 +13,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import InvalidInputError
 from . import build_options
@@ -71,34 +71,94 @@ def _b_given(args: argparse.Namespace) -> list[str]:
 
 
 def _tvm_library(path: Path) -> None:
-    """Refuse a file that is not a shared library made by jitflow or TVM (libm.so.6, a text file)."""
+    """Refuse a file that is not a shared library made by jitflow or TVM (libm.so.6, a text file), or
+    that is no longer whole (truncated), saying which, in the words `jitflow.load` uses."""
     from ..errors import LibraryFormatError
     from ..formats import elf
+    from ..formats.elf_file import ElfFile, Truncated
+    from ..runtime.library_file import LibraryFile
 
+    try:
+        with LibraryFile.open(path) as library:
+            ElfFile(library.fd).extent()    # the headers, and whether the file holds what they describe
+    except Truncated as exc:
+        raise InvalidInputError(f"{path}: {exc}") from None       # as jitflow.load says it
+    except LibraryFormatError as exc:
+        raise InvalidInputError(f"{path} is not a shared library jitflow can read ({exc}); expected a library "
+                                "built by jitflow or TVM, FILE.py:NAME or a cache key") from None
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:
         exported = elf.read(path).exported
     except LibraryFormatError:
-        raise InvalidInputError(f"{path} is not a shared library (not ELF); expected a library built by "
-                                "jitflow or TVM, FILE.py:NAME or a cache key") from None
+        return                 # whole, but its symbol tables do not read: the report says so ("unreadable")
     if not any(name.startswith(TVM_SYMBOLS) for name in exported):
         raise InvalidInputError(f"{path} is not a library built by jitflow or TVM: it exports no TVM "
                                 f"functions ({TVM_SYMBOLS[0]}*)")
 
 
-def report_of(source: str, args: argparse.Namespace) -> Any:
-    """The Report for one SOURCE as the command line names it."""
+def _reporter(source: str, args: argparse.Namespace) -> Callable[[], Any]:
+    """What makes the Report for one SOURCE as the command line names it, after its checks: a module
+    file is imported now (so that the outputs can be checked against it), built when called."""
     from ..report.gather import inspect_entry, inspect_library
 
     path_part, sep, _name = source.rpartition(":")
     if sep and path_part.endswith(".py"):
-        return build_options.executable(source, args).inspect()
+        return build_options.executable(source, args).inspect
     path = Path(source).expanduser()
     if path.is_file():
         _tvm_library(path)
-        return inspect_library(path, args.cache_dir)
+        return lambda: inspect_library(path, args.cache_dir)
     if path.is_dir() or re.fullmatch(r"[0-9a-fA-F]{6,64}", source):
-        return inspect_entry(source, args.cache_dir)
+        return lambda: inspect_entry(source, args.cache_dir)
     raise InvalidInputError(f"{source}: expected FILE.py:NAME, a library (.so), a cache entry folder or a key")
+
+
+def report_of(source: str, args: argparse.Namespace) -> Any:
+    """The Report for one SOURCE as the command line names it."""
+    return _reporter(source, args)()
+
+
+#: what --timeline and --html write, for their messages
+_OUTPUTS = {"timeline": ("--timeline", "the timeline", "plan.json"), "html": ("--html", "the page", "plan.html")}
+
+
+def _check_outputs(args: argparse.Namespace, sources: list[str]) -> None:
+    """Refuse, before anything is built, an --html or --timeline path where the file cannot be
+    written as export_library writes a library (a folder, a FIFO, a device there), that names an
+    input (the module file, a file it imports, a library being inspected), or both naming one file."""
+    from ..export_path import destination, loaded_sources
+
+    inputs = [*loaded_sources(), *(s for s in sources if Path(s).is_file())]
+    found = {}
+    for attr, (flag, written, example) in _OUTPUTS.items():
+        if getattr(args, attr):
+            found[attr] = destination(getattr(args, attr), inputs, what=f"inspect {flag}", written=written,
+                                      example=example)
+    if len(found) == 2 and found["timeline"] == found["html"]:
+        raise InvalidInputError(f"--timeline and --html both name {found['html']}: give each its own file")
+
+
+def _write(args: argparse.Namespace, attr: str, text: str) -> str:
+    from ..report.report import write_file
+
+    flag, written, example = _OUTPUTS[attr]
+    return str(write_file(getattr(args, attr), text, f"inspect {flag}", written, example))
+
+
+def _no_source(rep: Any, name: str) -> str:
+    """Why a report has no host C or CUDA source to show, in words that fit the report."""
+    what = "host C" if name == "host" else "CUDA source"
+    kind = (rep.target or {}).get("kind")
+    if name == "cuda" and kind is not None and kind != "cuda":
+        return (f"this build has no CUDA source: its target is {kind!r}, with no device code (host and kernels are "
+                "all C: --section host shows them)")
+    if rep.origin == "library":
+        return (f"this report has no {what}: a library does not carry it; inspect the module (FILE.py:NAME) or "
+                "its cache entry")
+    if name == "cuda" and not rep.kernels:
+        return "this build has no CUDA source: it has no device code"
+    return f"this report has no {what}: its build folder does not keep it"
 
 
 def _device_text(mapping: Any, what: str) -> dict[str, str]:
@@ -114,8 +174,7 @@ def section(rep: Any, name: str, as_json: bool) -> str:
     if name in ("host", "cuda"):
         text = rep.host_c if name == "host" else rep.cuda
         if text is None:
-            raise InvalidInputError(f"this report has no {'host C' if name == 'host' else 'CUDA source'} "
-                                    "(a library inspected without its sources)")
+            raise InvalidInputError(_no_source(rep, name))
         return json.dumps({"host_c" if name == "host" else "cuda": text}) if as_json else text
     if name in ("ptx", "sass"):
         texts = _device_text(rep.ptx if name == "ptx" else rep.sass, name.upper())
@@ -165,14 +224,15 @@ def _diff(args: argparse.Namespace, shape: dict[str, int]) -> int:
     if args.timeline:
         raise InvalidInputError("--timeline writes one plan: give SOURCE instead of --diff A B (or use --html)")
     a, b = args.diff
-    ra, rb = _at_shape(report_of(a, args), shape), _at_shape(report_of(b, b_args(args)), shape)
+    make_a, make_b = _reporter(a, args), _reporter(b, b_args(args))
+    _check_outputs(args, [a, b])
+    ra, rb = _at_shape(make_a(), shape), _at_shape(make_b(), shape)
     label_b = b + "".join(f" {flag} {_b_value(args, flag)}" for flag in _b_given(args))
     result = diff(ra, rb, a, label_b)
     if args.html:
-        with open(args.html, "w") as f:
-            f.write(page.document(f"jitflow inspect --diff {a} {label_b}",
-                                  ra.plans("a: ") + rb.plans("b: "), str(result)))
-        _written(args.html, "both memory plans, on one scale")
+        written = _write(args, "html", page.document(f"jitflow inspect --diff {a} {label_b}",
+                                                     ra.plans("a: ") + rb.plans("b: "), str(result)))
+        _written(written, "both memory plans, on one scale")
     print(result.to_json() if args.json else result)
     return EXIT_NO if result.changed else EXIT_OK
 
@@ -187,14 +247,18 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError("jitflow inspect needs a SOURCE (FILE.py:NAME, a .so, a cache key) or --diff A B")
     from ..report.report import render
 
-    rep = _at_shape(report_of(args.source, args), shape)
+    make = _reporter(args.source, args)
+    _check_outputs(args, [args.source])
+    rep = _at_shape(make(), shape)
     if args.timeline or args.html:
-        if args.timeline:
-            rep.timeline(args.timeline)
-            _written(args.timeline, "Chrome trace events: open in https://ui.perfetto.dev or chrome://tracing")
-        if args.html:
-            rep.html(args.html)
-            _written(args.html, "the memory plan drawn")
+        from ..formats import chrome_trace
+
+        pages = {"timeline": (lambda: chrome_trace.dumps(rep.timeline()),
+                              "Chrome trace events: open in https://ui.perfetto.dev or chrome://tracing"),
+                 "html": (rep.html, "the memory plan drawn")}
+        for attr, (text, what) in pages.items():
+            if getattr(args, attr):
+                _written(_write(args, attr, text()), what)
         return EXIT_OK
     if args.section:
         print(section(rep, args.section, args.json))

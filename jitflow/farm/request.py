@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import config
+from ..errors import InvalidInputError
 from ..options import BuildOptions, InProcess
 from ..targets import TargetSpec
+from . import ir_graph
 
 #: the request's layout version
 FORMAT = 1
@@ -53,6 +55,8 @@ def make(exe: Any, cache_root: str) -> Request:
     if in_process.relax_pass is not None:
         raise NotPortable("its Relax pipeline is a Pass object (give it a name in tvm.relax.pipeline.PIPELINE_MAP)")
     key = exe.cache_key
+    if key.uncacheable:
+        raise NotPortable(f"it is not cached ({key.uncacheable}), so what a worker built could not be told apart")
     wire_ir, weights, tensors = _ir_json(exe.mod)
     return Request({
         "format": FORMAT, "key": key.digest, "inputs": key.inputs, "ir": wire_ir,
@@ -109,8 +113,12 @@ def executable(wire: dict[str, Any], weights: list[bytes]) -> Any:
     from ..executable import Executable
 
     graph_text = wire["ir"]
+    try:   # checked before TVM reads it: a node that refers to itself would crash the worker (ir_graph.py)
+        graph = ir_graph.parse(graph_text)
+        ir_graph.check(graph)
+    except ir_graph.BadGraph as exc:
+        raise InvalidInputError(f"refusing a build request whose IR TVM could not read safely: {exc}") from None
     if wire["tensors"]:
-        graph = json.loads(graph_text)
         for index, position in wire["tensors"]:
             graph["nodes"][index]["data"] = base64.b64encode(weights[position]).decode()
         graph_text = json.dumps(graph)

@@ -20,6 +20,8 @@ _CAST = re.compile(r"\(\s*(?:const\s+)?(?:(?:unsigned|signed)\s+)?"
                    r"(?:u?int(?:8|16|32|64)_t|long\s+long|long|int|short|char|size_t|bool)\s*\)")
 _SUFFIX = re.compile(r"\b(\d+)(?:ULL|LLU|LL|UL|LU|U|L)\b", re.IGNORECASE)
 _MAX_DEPTH = 32
+#: longer text is kept as text, not read (no size expression of a real build comes near it)
+MAX_TEXT = 16 << 10
 
 
 def clean(text: str) -> str:
@@ -118,10 +120,18 @@ def _c_mod(a: int, b: int) -> int:
     return a - _c_div(a, b) * b
 
 
+def _shift(b: int) -> int:
+    """A shift count C defines for a 64-bit integer (0 to 63); others are not evaluated (a count of
+    2**40 would make a number of a terabit)."""
+    if not 0 <= b < 64:
+        raise _NotInteger(f"shift by {b}")
+    return b
+
+
 _BINOPS = {
     ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
     ast.Div: _c_div, ast.FloorDiv: lambda a, b: a // b if b else _c_div(a, b), ast.Mod: _c_mod,
-    ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b,
+    ast.LShift: lambda a, b: a << _shift(b), ast.RShift: lambda a, b: a >> _shift(b),
     ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
 }
 _COMPARE = {
@@ -207,18 +217,22 @@ def _fold_factors(node: ast.AST) -> ast.AST:
 def parse(text: str, definitions: Mapping[str, str] | None = None) -> Expr:
     """Read a C (or already readable) integer expression, substituting `definitions` (name -> C text)."""
     cleaned = clean(text)
+    if len(cleaned) > MAX_TEXT:
+        return Expr(cleaned)
     try:
         tree = ast.parse(cleaned, mode="eval").body
-    except SyntaxError:
+        tree = _Substitute(definitions or {}, 0).visit(tree)
+        names = tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+                             - {"min", "max"}))
+        try:
+            value: int | None = _eval(tree, {})
+        except _NotInteger:
+            value = None
+        return Expr(str(value) if value is not None else _text(tree), value, names)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # not an expression Python reads within its limits (nested too deep, a number of too many
+        # digits): kept as text, as for any expression that is not C's
         return Expr(cleaned)
-    tree = _Substitute(definitions or {}, 0).visit(tree)
-    names = tuple(sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-                         - {"min", "max"}))
-    try:
-        value: int | None = _eval(tree, {})
-    except _NotInteger:
-        value = None
-    return Expr(str(value) if value is not None else _text(tree), value, names)
 
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",

@@ -31,13 +31,13 @@ def is_cubin(data: bytes) -> bool:
 
 def kernels(cubin: bytes) -> dict[str, CubinKernel]:
     """name -> CubinKernel for every function symbol of the cubin."""
-    from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     try:
         elf = ELFFile(io.BytesIO(cubin))
         symtab = elf.get_section_by_name(".symtab")
-        symbols = list(symtab.iter_symbols()) if symtab is not None else []
+        symbols = list(symtab.iter_symbols()) if isinstance(symtab, SymbolTableSection) else []
         attrs: dict[tuple[int, int], int] = {}
         info = elf.get_section_by_name(".nv.info")
         data = info.data() if info is not None else b""
@@ -57,8 +57,10 @@ def kernels(cubin: bytes) -> dict[str, CubinKernel]:
                 out[sym.name] = CubinKernel(sym.name, attrs.get((_REGCOUNT, index)),
                                             attrs.get((_FRAME_SIZE, index)))
         return out
-    except (ELFError, ValueError, KeyError, struct.error) as exc:
-        raise LibraryFormatError(f"a cubin in the fatbin is not readable: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - pyelftools' errors on malformed input are of many types
+        from .elf import failure_reason
+
+        raise LibraryFormatError(f"a cubin in the fatbin is not readable: {failure_reason(exc)}") from None
 
 
 _TOOLKIT = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+)")

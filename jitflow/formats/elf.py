@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import LibraryFormatError
 
@@ -20,32 +22,60 @@ class ElfInfo:
 
 
 def read(path: str | os.PathLike) -> ElfInfo:
-    """Read an ELF shared library's machine, class, needed libraries, glibc versions and exports."""
-    from elftools.common.exceptions import ELFError
+    """Read an ELF shared library's machine, class, needed libraries, glibc versions and exports.
+
+    Any malformed input is a LibraryFormatError: a section whose name says one kind and whose type
+    another is not read as the name says (pyelftools then hands back a plain section), and whatever
+    pyelftools raises on bytes it cannot follow (its own errors, a seek past 2**63, a string that is
+    not text, a table that ends early) says that the library is not readable.
+    """
+    from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection
+    from elftools.elf.sections import SymbolTableSection
 
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)   # a FIFO is refused, not waited on
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise LibraryFormatError(f"{path} is not a regular file")
             elf = ELFFile(f)
             machine = _MACHINES.get(elf.header["e_machine"], str(elf.header["e_machine"]))
             needed, versions, exported = [], [], []
-            dynamic = elf.get_section_by_name(".dynamic")
+            dynamic = _section(elf, ".dynamic", DynamicSection)
             if dynamic is not None:
                 needed = [t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-            verneed = elf.get_section_by_name(".gnu.version_r")
+            verneed = _section(elf, ".gnu.version_r", GNUVerNeedSection)
             if verneed is not None:
                 for _, aux in verneed.iter_versions():
                     for a in aux:
                         if a.name.startswith("GLIBC_") and a.name[6:].replace(".", "").isdigit():
-                            versions.append(tuple(int(x) for x in a.name[6:].split(".")))
-            dynsym = elf.get_section_by_name(".dynsym")
+                            versions.append(tuple(int(x) for x in a.name[6:].split(".") if x))
+            dynsym = _section(elf, ".dynsym", SymbolTableSection)
             if dynsym is not None:
                 exported = sorted(s.name for s in dynsym.iter_symbols()
                                   if s.name and s["st_shndx"] != "SHN_UNDEF")
             baseline = ".".join(map(str, max(versions))) if versions else None
             return ElfInfo(machine, elf.elfclass, baseline, needed, exported)
-    except (ELFError, OSError, ValueError) as exc:
-        raise LibraryFormatError(f"{path} is not a readable ELF library: {exc}") from None
+    except LibraryFormatError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyelftools' errors on malformed input are of many types
+        raise LibraryFormatError(f"{path} is not a readable ELF library: {failure_reason(exc)}") from None
+
+
+def _section(elf: Any, name: str, kind: type) -> Any:
+    """The section `name` as pyelftools reads a section of its type, None without one; a
+    LibraryFormatError when a section of that name is of another type (its header was changed)."""
+    section = elf.get_section_by_name(name)
+    if section is not None and not isinstance(section, kind):
+        raise LibraryFormatError(f"its {name} section is of type {section['sh_type']}, not what the name says")
+    return section
+
+
+def failure_reason(exc: Exception) -> str:
+    """What went wrong reading malformed bytes, in a line (pyelftools' own errors, or Python's)."""
+    text = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return text if type(exc).__name__.startswith("ELF") else f"{type(exc).__name__}: {text}".rstrip(": ")
 
 
 _SHT_SYMTAB, _SHT_DYNSYM, _SHN_UNDEF = 2, 11, 0

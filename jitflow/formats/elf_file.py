@@ -152,6 +152,14 @@ class ElfFile:
     def has_section(self, name: str) -> bool:
         return b"\0" + name.encode() + b"\0" in b"\0" + self.section_names()
 
+    def section_data(self, name: str, cap: int = MAX_TABLE) -> bytes | None:
+        """The bytes of the first section named `name` (None without one; LibraryFormatError above `cap`)."""
+        names, wanted = self.section_names(), name.encode() + b"\0"
+        for section in self.sections:
+            if section.kind != SHT_NOBITS and names[section.name:section.name + len(wanted)] == wanted:
+                return self.read(section.offset, section.size, cap=cap)
+        return None
+
     def symbol(self, name: str) -> tuple[int, int] | None:
         """(file offset, st_size) of the defined dynamic symbol `name`, or None without it."""
         wanted = name.encode() + b"\0"

@@ -22,6 +22,10 @@ _ENTRY = struct.Struct("<HHIQIIII")       # kind, version, header size, payload 
 _TAIL = struct.Struct("<QQQ")             # at byte 40: flags, (unknown), size once decompressed
 _ZSTD_FLAG, _OLD_COMPRESSION_FLAG = 0x8000, 0x2000
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: the arch numbers an entry may name (sm_10 to sm_999: what the arch spelling allows)
+MIN_ARCH, MAX_ARCH = 10, 999
+#: the most an entry is decompressed to (a real PTX text or cubin is far smaller)
+MAX_CONTENTS = 1 << 30
 
 
 class FatbinEntry(NamedTuple):
@@ -65,6 +69,8 @@ def entries(data: bytes) -> list[FatbinEntry]:
             if ehdr >= 40 + _TAIL.size:
                 flags, _unused, full = _TAIL.unpack_from(data, cur + 40)
             name = _KINDS.get(kind, f"kind{kind}")
+            if not MIN_ARCH <= arch <= MAX_ARCH:
+                raise LibraryFormatError(f"a fatbin entry names arch {arch}, which is no GPU's (damaged?)")
             body_at = cur + ehdr
             compression = _compression(flags, data[body_at:body_at + 4])
             isa = f"{contents_version >> 16}.{contents_version & 0xFFFF}" if name == "ptx" else None
@@ -93,12 +99,23 @@ def contents(data: bytes, entry: FatbinEntry) -> bytes:
         except ImportError:
             raise LibraryFormatError("the fatbin's entries are zstd-compressed and the zstandard package is "
                                      "missing (pip install zstandard)") from None
-        try:
-            body = zstandard.ZstdDecompressor().decompress(body[:entry.stored_size],
-                                                           max_output_size=max(entry.full_size, 1))
+        limit = min(max(entry.full_size, 1), MAX_CONTENTS)
+        try:   # read as a stream, at most `limit` bytes: a frame header may claim any size
+            with zstandard.ZstdDecompressor().stream_reader(body[:entry.stored_size]) as reader:
+                pieces, got = [], 0
+                while got <= limit:
+                    piece = reader.read(limit + 1 - got)
+                    if not piece:
+                        break
+                    pieces.append(piece)
+                    got += len(piece)
+            body = b"".join(pieces)
         except zstandard.ZstdError as exc:
             raise LibraryFormatError(f"a fatbin entry ({entry.kind} {entry.arch}) does not decompress: {exc}") \
                 from None
+        if len(body) > limit:
+            raise LibraryFormatError(f"a fatbin entry ({entry.kind} {entry.arch}) decompresses to more than the "
+                                     f"{limit} bytes its header records (damaged?)")
     elif entry.compression is not None:
         raise LibraryFormatError(f"the fatbin's {entry.kind} {entry.arch} entry is compressed in a format "
                                  "jitflow does not read (a fatbin of CUDA 12.7 or older)")

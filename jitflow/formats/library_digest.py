@@ -27,6 +27,7 @@ import struct
 from typing import Any, Callable, NamedTuple
 
 from ..errors import LibraryFormatError
+from . import bounded_json
 
 MAGIC = b"\x96jitflow:digest\x69"
 VERSION = 1
@@ -35,6 +36,10 @@ HEADER = struct.Struct("<16sIIQ")
 DIGEST_SIZE = 32
 TAIL = HEADER.size + DIGEST_SIZE
 MAX_BODY = 64 << 10
+#: no body jitflow writes nests deeper than 4 levels (the PTX list's pairs)
+MAX_DEPTH = 8
+
+
 class DigestError(LibraryFormatError):
     """A library's digest does not hold: its record is damaged or missing, or its bytes changed."""
 
@@ -55,9 +60,13 @@ class Record(NamedTuple):
 
     @property
     def needs(self) -> frozenset[str]:
-        """The TVM runtime parts the library needs: "cuda" (device code), "contrib" (sort, top-k, random)."""
+        """The TVM runtime parts the library needs: "cuda" (device code), "contrib" (sort, top-k, random);
+        DigestError when the record states them in a form this reader does not know (it must not pass
+        as needing none)."""
         needs = self.fields.get("needs", [])
-        return frozenset(n for n in needs if isinstance(n, str)) if isinstance(needs, list) else frozenset()
+        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+            raise DigestError("its digest record is damaged (what it needs of the TVM runtime is not a list of names)")
+        return frozenset(needs)
 
     @property
     def cpu_level(self) -> str | None:
@@ -77,8 +86,8 @@ class Record(NamedTuple):
 
     @property
     def device_code(self) -> Any:
-        """The device code the record states, as written (runtime/compat.DeviceCode.from_record reads it,
-        and reads the fatbins instead when it is not in a form it knows); None when it states none."""
+        """The device code the record states, as written (runtime/compat.DeviceCode.from_record reads it;
+        a load checks it against the fatbins, which are read either way); None when it states none."""
         return self.fields.get("cuda")
 
 
@@ -104,9 +113,9 @@ def read(read_at: Callable[[int, int], bytes], size: int) -> Record | None:
         raise DigestError(f"its digest record has format version {version}, and this jitflow reads {VERSION}: "
                           "update jitflow (or the record is damaged)")
     try:
-        fields = json.loads(read_at(covered, length))
-    except (ValueError, RecursionError):
-        raise DigestError("its digest record is damaged (its body is not JSON)") from None
+        fields = bounded_json.loads(read_at(covered, length), MAX_BODY, MAX_DEPTH, "its body")
+    except bounded_json.BadJSON as exc:
+        raise DigestError(f"its digest record is damaged ({exc})") from None
     if not isinstance(fields, dict):
         raise DigestError("its digest record is damaged (its body is not a JSON object)")
     return Record(version, covered, length, tail[HEADER.size:], fields)

@@ -16,11 +16,13 @@ A size is a number or the text of an expression of the shape symbols (see c_expr
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import LibraryFormatError
+from . import bounded_json
 from .c_expr import Expr
 from .vm_walk import IRSizes
 
@@ -30,7 +32,20 @@ FILE = "memory.json"
 
 
 def _size(value: Any) -> Expr | None:
-    return None if value is None else Expr.from_json(value)
+    return None if value is None else _expr(value)
+
+
+def _expr(value: Any) -> Expr:
+    """A size as the record writes it: a whole number or the text of an expression."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{type(value).__name__} where a size belongs")
+    return Expr.from_json(value)
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"{type(value).__name__} where a list belongs")
+    return value
 
 
 def _json(size: Expr | None) -> int | str | None:
@@ -38,7 +53,7 @@ def _json(size: Expr | None) -> int | str | None:
 
 
 def _peaks(d: Mapping[str, Any]) -> dict[str, Expr | None]:
-    return {k: _size(v) for k, v in d.items()}
+    return {_text(k): _size(v) for k, v in d.items()}
 
 
 @dataclass(frozen=True)
@@ -59,8 +74,9 @@ class StorageFact:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "StorageFact":
-        return cls(d["origin"], d["ordinal"], d["device"], _size(d.get("size")), tuple(d["live"]),  # type: ignore
-                   bool(d.get("cached")))
+        first, last = d["live"]
+        return cls(_text(d["origin"]), _number(d["ordinal"]), _text(d["device"]), _size(d.get("size")),
+                   (_number(first), _number(last)), bool(d.get("cached")))
 
 
 @dataclass(frozen=True)
@@ -83,10 +99,11 @@ class VMFacts:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "VMFacts":
-        ir = d.get("ir") or {}
-        tensors = tuple(None if t is None else tuple(Expr.from_json(x) for x in t) for t in ir.get("tensors", ()))
-        sizes = IRSizes(tuple(_size(s) for s in ir.get("storages", ())), tensors)
-        return cls(tuple(StorageFact.from_json(s) for s in d.get("storages", ())), sizes, _peaks(d.get("peaks", {})),
+        ir = _map(d.get("ir") or {})
+        tensors = tuple(None if t is None else tuple(_expr(x) for x in _list(t)) for t in _list(ir.get("tensors", [])))
+        sizes = IRSizes(tuple(_size(s) for s in _list(ir.get("storages", []))), tensors)
+        return cls(tuple(StorageFact.from_json(_map(s)) for s in _list(d.get("storages", []))), sizes,
+                   _peaks(_map(d.get("peaks", {}))),
                    _size(d.get("storage_bytes")), _size(d.get("cached_bytes")), _size(d.get("workspace_bytes")))
 
 
@@ -112,9 +129,9 @@ class HostFacts:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "HostFacts":
-        workspaces = d.get("workspaces", ())
-        return cls(tuple(Workspace(w["device"], w["dtype"], Expr.from_json(w["size"])) for w in workspaces),
-                   _peaks(d.get("peaks", {})))
+        workspaces = [_map(w) for w in _list(d.get("workspaces", []))]
+        return cls(tuple(Workspace(_text(w["device"]), _text(w["dtype"]), _expr(w["size"])) for w in workspaces),
+                   _peaks(_map(d.get("peaks", {}))))
 
 
 @dataclass(frozen=True)
@@ -133,28 +150,61 @@ class MemoryFacts:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "MemoryFacts":
+        """The record in `text`; LibraryFormatError for anything else (too large or deep, not JSON,
+        or a field of another type than this module writes)."""
         try:
-            d = json.loads(text)
-        except ValueError as exc:
-            raise LibraryFormatError(f"the memory record is not JSON: {exc}") from None
+            d = bounded_json.loads(text, MAX_BYTES, MAX_DEPTH, "the memory record")
+        except bounded_json.BadJSON as exc:
+            raise LibraryFormatError(str(exc)) from None
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-            raise LibraryFormatError(f"not a jitflow memory record (schema {d.get('schema')!r}, expected {SCHEMA})"
-                                     if isinstance(d, dict) else "not a jitflow memory record")
-        return cls({k: VMFacts.from_json(v) for k, v in d.get("vm", {}).items()},
-                   {k: HostFacts.from_json(v) for k, v in d.get("host", {}).items()})
+            raise LibraryFormatError(f"not a jitflow memory record (schema {str(d.get('schema'))[:40]!r}, expected "
+                                     f"{SCHEMA})" if isinstance(d, dict) else "not a jitflow memory record")
+        try:
+            return cls({_text(k): VMFacts.from_json(_map(v)) for k, v in _map(d.get("vm", {})).items()},
+                       {_text(k): HostFacts.from_json(_map(v)) for k, v in _map(d.get("host", {})).items()})
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise LibraryFormatError(f"the memory record is damaged ({type(exc).__name__}: {str(exc)[:80]})") \
+                from None
+
+
+#: a record is a few kilobytes for a real model; nothing jitflow writes nests deeper than 6 levels
+MAX_BYTES, MAX_DEPTH = 16 << 20, 8
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{type(value).__name__} where an object belongs")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{type(value).__name__} where a name belongs")
+    return value
+
+
+def _number(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{type(value).__name__} where a whole number belongs")
+    return value
 
 
 def read_library(path: str | Path) -> MemoryFacts | None:
-    """The record in a library's `.jitflow.memory` section, or None when it has none (or is not ELF)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
+    """The record in a library's `.jitflow.memory` section, or None when it has none (or is not
+    ELF); LibraryFormatError for a record that is there and damaged. The section is read through
+    the ELF headers' bounded reads (formats/elf_file.py)."""
+    from .elf_file import ElfFile
 
     try:
-        with open(path, "rb") as f:
-            section = ELFFile(f).get_section_by_name(SECTION)
-            data = section.data() if section is not None else None
-    except (OSError, ELFError):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
         return None
+    try:
+        data = ElfFile(fd).section_data(SECTION, cap=MAX_BYTES)
+    except (OSError, LibraryFormatError):
+        return None
+    finally:
+        os.close(fd)
     return None if data is None else MemoryFacts.from_json(data)
 
 

@@ -8,6 +8,7 @@ the report uses is an error that lists the symbols it has.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Iterable, Mapping
 
 from ..errors import InvalidInputError
@@ -57,16 +58,31 @@ def check_names(shape: Mapping[str, int], known: Iterable[str]) -> None:
         have = f"its symbols are {', '.join(names)}" if names else "its sizes are all numbers already"
         raise InvalidInputError(f"this report has no shape symbol {', '.join(map(repr, unknown))}; {have}")
     for k, v in shape.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise InvalidInputError(f"shape symbol {k}={v!r}: give a whole number, 0 or more")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidInputError(f"shape symbol {k}={repr(v)[:40]}: give a whole number, 0 or more")
+        if v < 0:
+            raise InvalidInputError(f"shape symbol {k}: give a whole number, 0 or more (not a negative one)")
+        if v > MAX_DIM:
+            raise InvalidInputError(f"shape symbol {k}: a shape is at most {MAX_DIM} (2**63 - 1, as TVM's shapes "
+                                    "are 64-bit)")
+
+
+#: the largest value a shape symbol takes: TVM's shapes are 64-bit signed integers
+MAX_DIM = (1 << 63) - 1
+_NUMBER = re.compile(r"[0-9]+")
 
 
 def parse_shape(text: str) -> dict[str, int]:
-    """'n=32,s=128' -> {"n": 32, "s": 128} (what --shape takes)."""
+    """'n=32,s=128' -> {"n": 32, "s": 128} (what --shape takes): whole numbers of ASCII digits, at most
+    MAX_DIM, checked before they are converted (a number of 5000 digits is an error, not a traceback)."""
     out: dict[str, int] = {}
     for item in (p.strip() for p in text.split(",")):
         name, sep, value = item.partition("=")
-        if not sep or not name.strip() or not value.strip().isdigit():
-            raise InvalidInputError(f"--shape {text}: expected NAME=NUMBER[,NAME=NUMBER...], e.g. --shape n=32,s=128")
+        value = value.strip()
+        if not sep or not name.strip() or not _NUMBER.fullmatch(value):
+            raise InvalidInputError(f"--shape {text[:80]}: expected NAME=NUMBER[,NAME=NUMBER...], e.g. --shape n=32,s=128")
+        if len(value.lstrip("0")) > len(str(MAX_DIM)) or int(value) > MAX_DIM:
+            raise InvalidInputError(f"--shape {name.strip()}={value[:20]}{'...' if len(value) > 20 else ''}: "
+                                    f"a shape is at most {MAX_DIM} (2**63 - 1, as TVM's shapes are 64-bit)")
         out[name.strip()] = int(value)
     return out

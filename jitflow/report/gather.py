@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache.entry import Entry, library_problem, sha256_file, target_of
-from ..errors import InvalidInputError, LibraryFormatError, ToolMissingError
+from ..errors import InvalidInputError, LibraryFormatError, TargetError, ToolMissingError
 from ..formats import c_expr
 from ..formats import cubin, elf, fatbin, library_blob, memory_facts, ptxas_log
 from ..formats.library_blob import KernelInfo
@@ -47,23 +47,40 @@ class _Device:
     log: str | None = None
 
 
-def _devices(library: Path, unknown: list[str]) -> list[_Device]:
-    raw = library_blob.blob_of(library)
-    if raw is None:
+def unreadable(notes: list[str], part: str, exc: Exception) -> None:
+    """Say in the report's notes that `part` of the library could not be read, and why: the rest of
+    the report stands without it (every reader of library bytes raises LibraryFormatError on
+    malformed input, and the report is made of what reads)."""
+    notes.append(f"unreadable: {part}: {exc}")
+
+
+def _devices(library: Path, notes: list[str]) -> list[_Device]:
+    try:
+        raw = library_blob.blob_of(library)
+        modules = library_blob.parse(raw).modules if raw is not None else []
+    except LibraryFormatError as exc:
+        unreadable(notes, "the library's module blob (its kernels, fatbins and VM program)", exc)
         return []
     out = []
-    modules = library_blob.parse(raw).modules
     for index, module in enumerate(modules):
         if module.kind != "cuda":
             continue
-        payload = library_blob.parse_cuda_payload(module.payload or b"")
+        try:
+            payload = library_blob.parse_cuda_payload(module.payload or b"")
+        except LibraryFormatError as exc:
+            unreadable(notes, f"device module {index}", exc)
+            continue
         dev = _Device(index, payload.fmt, payload.kernels, payload.data)
         if payload.fmt == "fatbin":
-            dev.entries = fatbin.entries(payload.data)
-            for e in dev.entries:
-                body = fatbin.payload(payload.data, e)
-                if e.kind == "sass" and cubin.is_cubin(body):
-                    dev.cubins[e.arch] = body
+            try:
+                dev.entries = fatbin.entries(payload.data)
+                for e in dev.entries:
+                    body = fatbin.payload(payload.data, e)
+                    if e.kind == "sass" and cubin.is_cubin(body):
+                        dev.cubins[e.arch] = body
+            except LibraryFormatError as exc:
+                unreadable(notes, f"the fatbin of device module {index}", exc)
+                dev.entries, dev.cubins = [], {}
         elif payload.fmt == "cuda":
             dev.source = payload.data.decode("utf-8", errors="replace")
         out.append(dev)
@@ -84,8 +101,15 @@ def _signatures(source: str | None) -> dict[str, tuple[int | None, list[tuple[st
     return out
 
 
+def _arch_order(arch: str) -> tuple[int, str]:
+    try:
+        return arch_number(arch), arch
+    except TargetError:      # not an arch in jitflow's spelling (a damaged log): after the others
+        return 1 << 30, arch
+
+
 def _sorted_archs(archs: Any) -> list[str]:
-    return sorted(set(archs), key=lambda a: (arch_number(a), a))
+    return sorted(set(archs), key=_arch_order)
 
 
 def _kernels(devices: list[_Device], launches: list[Any], notes: list[str]) -> list[Kernel]:
@@ -93,7 +117,12 @@ def _kernels(devices: list[_Device], launches: list[Any], notes: list[str]) -> l
     for dev in devices:
         signatures = _signatures(dev.source)
         resources = ptxas_log.parse(dev.log or "")
-        in_cubin = {arch: cubin.kernels(c) for arch, c in dev.cubins.items()}
+        in_cubin = {}
+        for arch, code in dev.cubins.items():
+            try:
+                in_cubin[arch] = cubin.kernels(code)
+            except LibraryFormatError as exc:
+                unreadable(notes, f"the {arch} cubin of device module {dev.index}", exc)
         sass_archs = [e.arch for e in dev.entries if e.kind == "sass"]
         for info in dev.kernels:
             bounds, params = signatures.get(info.name, (None, []))
@@ -129,8 +158,12 @@ def _kernels(devices: list[_Device], launches: list[Any], notes: list[str]) -> l
     return out
 
 
-def _library_facts(library: Path, path: str | None) -> LibraryFacts:
-    facts = elf.read(library)
+def _library_facts(library: Path, path: str | None, notes: list[str]) -> LibraryFacts:
+    try:
+        facts = elf.read(library)
+    except LibraryFormatError as exc:
+        unreadable(notes, "the ELF tables (CPU, glibc baseline, exports)", exc)
+        facts = elf.ElfInfo("unknown", 64, None)
     level, needs = library_check.recorded_cpu(library)
     return LibraryFacts(path, library.stat().st_size, sha256_file(library), facts.machine, facts.glibc_baseline,
                         tuple(facts.exported), level, needs)
@@ -221,12 +254,16 @@ def _fatbin_entries(devices: list[_Device]) -> tuple[FatbinEntry, ...]:
     return tuple(FatbinEntry(d.index, e.kind, e.arch, e.size, e.isa) for d in devices for e in d.entries)
 
 
-def _compatibility(devices: list[_Device], floor: str | None) -> Compatibility | None:
+def _compatibility(devices: list[_Device], floor: str | None, notes: list[str]) -> Compatibility | None:
     """The SASS and PTX the fatbins carry and the oldest drivers that load them."""
-    fatbins = [d.data for d in devices if d.fmt == "fatbin"]
+    fatbins = [d.data for d in devices if d.fmt == "fatbin" and d.entries]
     if not fatbins:
         return None
-    code = compat.device_code_of_fatbins(fatbins)
+    try:
+        code = compat.device_code_of_fatbins(fatbins)
+    except LibraryFormatError as exc:
+        unreadable(notes, "the device code the fatbins carry (which GPUs and drivers run it)", exc)
+        return None
     sass_min = CudaVersion(code.sass_toolkit.major, 0) if code.sass and code.sass_toolkit else None
     ptx_needs = [cuda_for_ptx_isa(parse_isa(isa)) for _, isa in code.ptx]
     ptx_min = max((n for n in ptx_needs if n is not None), default=None)
@@ -256,14 +293,14 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
     library = entry.library
     unknown: list[str] = []
     notes: list[str] = []
-    devices = _devices(library, unknown)
+    devices = _devices(library, notes)
     kept = _kept_sources(entry)
     for n, dev in enumerate(devices):
         source, dev.log = _kept_for(dev, kept, n)
         dev.source = source or dev.source
     host_c = entry.read_source(entry.host_c)
     target = target_of(meta)
-    facts = memory_facts.read(folder / memory_facts.FILE, library)
+    facts = _memory_facts(lambda: memory_facts.read(folder / memory_facts.FILE, library), notes)
     host = host_code.analyze(host_c, [k for d in devices for k in d.kernels]) if host_c is not None else None
     if host is None:
         unknown.append("host C: not kept in this build folder; launches, allocations and copies are unknown")
@@ -276,19 +313,20 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
             notes.append(f"{k.name}: never launched by the host code")
     cuda = [d.source for d in devices if d.source is not None]
     ptx, sass = _ptx(devices, target, unknown, _recorded_tvm_cuda(meta)), _sass(devices, unknown)
-    model = memory_plan_gather.from_library(library, (target or {}).get("kind"), host, host_c, facts)
+    model = _model(lambda: memory_plan_gather.from_library(library, (target or {}).get("kind"), host, host_c,
+                                                          facts), notes)
     if model is not None and host is None:
         unknown.append(_NO_HOST_MODEL)
     return Report(
         origin=origin,
-        library=_library_facts(library, str(library) if keep_paths else None),
+        library=_library_facts(library, str(library) if keep_paths else None, notes),
         target=target, key=meta.get("key"), build=build,
         functions=tuple(host.functions) if host else None,
         symbols=dict(host.symbols) if host else {},
         kernels=tuple(kernels),
         allocations=tuple(host.allocations) if host else None,
         copies=tuple(host.copies) if host else None,
-        fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, _floor_of(meta)),
+        fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, _floor_of(meta), notes),
         unknown=tuple(unknown), notes=tuple(notes),
         host_c=host_c,
         cuda="\n".join(cuda) if cuda else None,
@@ -310,11 +348,11 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
         return inspect_entry(library.parent)
     unknown = [_NO_HOST]
     notes = [library_check.digest_note(library)]   # first: a file far longer than its headers is refused
-    devices = _devices(library, unknown)
+    devices = _devices(library, notes)
     kernels = _kernels(devices, [], notes)
     if devices:
         unknown += [_NO_LOG, _NO_CUDA]
-    facts = _library_facts(library, str(library))
+    facts = _library_facts(library, str(library), notes)
     key = _matching_entry(facts.sha256, cache_dir)
     if key:
         notes.append(f"this library is cache entry {key[:12]}: `jitflow inspect {key[:12]}` shows its host code, "
@@ -323,14 +361,33 @@ def inspect_library(path: str | Path, cache_dir: str | Path | None = None) -> Re
         if d.fmt != "fatbin":
             notes.append(f"device module {d.index} holds {d.fmt!r}, not a fatbin")
     ptx, sass = _ptx(devices, None, unknown), _sass(devices, unknown)
-    model = memory_plan_gather.from_library(library, facts=memory_facts.read_library(library))
+    record = _memory_facts(lambda: memory_facts.read_library(library), notes)
+    model = _model(lambda: memory_plan_gather.from_library(library, facts=record), notes)
     if model is not None:
         unknown.append(_NO_HOST_MODEL)
     return Report(origin="library", library=facts, key=key, kernels=tuple(kernels), model=model,
-                  fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, None),
+                  fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, None, notes),
                   unknown=tuple(unknown), notes=tuple(notes),
                   cuda="\n".join(d.source for d in devices if d.source) or None,
                   ptx=ptx, sass=sass)
+
+
+def _memory_facts(read: Any, notes: list[str]) -> memory_facts.MemoryFacts | None:
+    """The build's memory record, or None (with a note) when it is there and cannot be read."""
+    try:
+        return read()
+    except LibraryFormatError as exc:
+        unreadable(notes, "the build's memory record (sizes are read from the bytecode and host C instead)", exc)
+        return None
+
+
+def _model(read: Any, notes: list[str]) -> Any:
+    """The model's memory plan, or None (with a note) when its VM program cannot be read."""
+    try:
+        return read()
+    except LibraryFormatError as exc:
+        unreadable(notes, "the Relax VM program (the model's memory plan)", exc)
+        return None
 
 
 def _cache_folders(cache_dir: str | Path | None) -> Any:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .. import export_path
 from ..errors import InvalidInputError
 from ..formats import c_expr
 from ..formats import chrome_trace
@@ -111,8 +113,7 @@ class Report:
             doc = timeline.host_document(self._host_functions(), self.allocations or (), self.launches, self.device,
                                          self.name)
         if path is not None:
-            with open(path, "w") as f:
-                f.write(chrome_trace.dumps(doc))
+            write_file(path, chrome_trace.dumps(doc), "rep.timeline", "the timeline", "plan.json")
         return doc
 
     def plans(self, label: str = "") -> list[page.Plan]:
@@ -133,8 +134,7 @@ class Report:
         """A self-contained page with the picture and the report's text; written to `path` if given."""
         doc = page.document(f"jitflow inspect: {self.name}", self.plans(), render(self))
         if path is not None:
-            with open(path, "w") as f:
-                f.write(doc)
+            write_file(path, doc, "rep.html", "the page", "plan.html")
         return doc
 
     def _host_functions(self) -> tuple[HostFunction, ...]:
@@ -217,6 +217,16 @@ class Report:
             host_c=sources.get("host_c"), cuda=sources.get("cuda"), host_c_path=d.get("host_c_path"),
             model=None if d.get("model") is None else ModelMemory.from_json(d["model"]),
         )
+
+
+def write_file(path: str | os.PathLike, text: str, what: str, written: str, example: str,
+               inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """Write `text` at `path` as export_library writes a library (export_path.py): refused where a
+    folder, a FIFO, a device or one of `inputs` is at that name, written through a temporary file
+    renamed into place. `what` names the writer in errors, `written` what it writes."""
+    dest = export_path.destination(path, inputs, what=what, written=written, example=example)
+    export_path.write_atomically(dest, text, what)
+    return dest
 
 
 def plans_svg(reports: Sequence[tuple[str, Report]]) -> str:

@@ -201,16 +201,23 @@ def problem(code: DeviceCode, gpu: Gpu) -> str | None:
 
 def check_library(path: str | os.PathLike, query: DeviceQuery | None = None, index: int = 0,
                   recorded: Any = None) -> None:
-    """Raise LoadError when GPU `index` (as `query` sees it) cannot run the library's kernels: those
-    its digest record states (`recorded`, the record's "cuda" field, checked with the record), else
-    those its fatbins carry."""
+    """Raise LoadError when GPU `index` (as `query` sees it) cannot run the library's kernels, those
+    its fatbins carry, or when its digest record states other device code than they carry
+    (`recorded`, the record's "cuda" field: a statement is never believed on its own word; one in a
+    form this reader does not know is left aside). A fatbin that cannot be read is a LoadError too."""
     gpu = (query or DriverQuery()).gpu(index)
     if gpu is None:
         return
     try:
-        code = DeviceCode.from_record(recorded) or device_code(path)
-    except JitflowError:  # not a library jitflow can read: TVM's loader reports what is wrong
-        return
+        code = device_code(path)
+    except JitflowError as exc:
+        raise LoadError(f"{os.fspath(path)}: its device code cannot be read ({exc}); build or copy it again") \
+            from None
+    stated = DeviceCode.from_record(recorded) if recorded is not None else None
+    if stated is not None and stated != code:
+        carried = "no fatbin" if code is None else code.describe()
+        raise LoadError(f"{os.fspath(path)}: its digest record states {stated.describe()}, and the library carries "
+                        f"{carried}: the record was not written for these bytes; build or copy it again")
     if code is None:
         return
     reason = problem(code, gpu)

@@ -47,19 +47,37 @@ def open_checked(path: str | os.PathLike) -> tuple[LibraryFile, Checked]:
         raise
 
 
+def _check_here(library: LibraryFile, checked: Checked, device_query: Any, device_index: int, cuda: bool) -> None:
+    """The checks of this machine before dlopen: the CPU features the library records, and for device
+    code GPU `device_index` and its driver (runtime.compat)."""
+    cpu_features.require(checked.cpu_needs, checked.cpu_level, f"cannot load {library.path}: it",
+                         "load it on a CPU that has them")
+    if cuda:
+        from .compat import check_library
+
+        check_library(library, device_query, device_index, checked.device_code)
+
+
+def check_loadable(path: str | os.PathLike, device_query: Any = None, device_index: int = 0) -> Checked:
+    """Every check jitflow.load makes of a library before the dynamic loader sees it (its digest and
+    ELF headers, this CPU's features, and for device code the GPU and driver `device_query` reports),
+    without loading it: a LoadError says why it would be refused, else what the checks found."""
+    library, checked = open_checked(path)
+    with library:
+        _check_here(library, checked, device_query, device_index, "cuda" in checked.needs)
+    return checked
+
+
 def load_checked(library: LibraryFile, checked: Checked, device_query: Any = None, device_index: int = 0,
                  cuda: bool | None = None) -> Any:
     """Load a checked library: TVM's CUDA backend and contrib functions first where it needs them; a
     CUDA library is checked against GPU `device_index` and its driver first (runtime.compat), and every
     library against the CPU features it records (cpu_features.py)."""
-    cpu_features.require(checked.cpu_needs, checked.cpu_level, f"cannot load {library.path}: it",
-                         "load it on a CPU that has them")
+    device = ("cuda" in checked.needs) if cuda is None else cuda
+    _check_here(library, checked, device_query, device_index, device)
     tvm_runtime.ensure_runtime()
     tensors.install()
-    if ("cuda" in checked.needs) if cuda is None else cuda:
-        from .compat import check_library
-
-        check_library(library, device_query, device_index, checked.device_code)
+    if device:
         tvm_runtime.ensure_cuda()
     if "contrib" in checked.needs:
         tvm_runtime.ensure_extra()

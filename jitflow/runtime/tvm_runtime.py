@@ -18,6 +18,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from .. import folder_trust
 from ..errors import LoadError
 
 RUNTIME, CUDA, EXTRA = "libtvm_runtime.so", "libtvm_runtime_cuda.so", "libtvm_runtime_extra.so"
@@ -57,6 +58,7 @@ def lib_folder() -> Path:
 
     override = tvm_library_folder()
     if override is not None and (override / RUNTIME).is_file():
+        _check_trusted(override)
         return override
     imported = sys.modules.get("tvm")
     if imported is not None and getattr(imported, "__file__", None):
@@ -65,6 +67,20 @@ def lib_folder() -> Path:
     if folder is None:
         raise LoadError(f"no TVM runtime found ({RUNTIME} of the apache-tvm distribution); {_INSTALL}")
     return folder
+
+
+def _check_trusted(folder: Path) -> None:
+    """Refuse TVM_LIBRARY_PATH unless the folder, and each of TVM's libraries in it, pass the cache's
+    trust rules (folder_trust.py): a library planted where others can write would run its constructors
+    in this process the moment it is loaded."""
+    problem = folder_trust.folder_problem(folder, installed=True)
+    for name in (RUNTIME, CUDA, EXTRA):
+        if problem is None and os.path.lexists(folder / name):
+            problem = folder_trust.file_problem(folder / name)
+    if problem:
+        raise LoadError(f"refusing TVM_LIBRARY_PATH={folder}: {problem}; another user could put a library there "
+                        "that runs when it is loaded. Fix: make the folder and the libraries in it yours (or root's) "
+                        "and writable by you alone (chmod go-w), or unset TVM_LIBRARY_PATH to load the installed TVM's")
 
 
 def _already_loaded(path: Path) -> bool:

@@ -35,7 +35,11 @@ def normalize_arch(arch: Any) -> str:
 
 
 def arch_number(arch: str) -> int:
-    return int(_ARCH_RE.match(arch).group(1))
+    """90 for 'sm_90' or 'sm_90a'; a TargetError for what is not an arch in that form."""
+    found = _ARCH_RE.match(arch) if isinstance(arch, str) else None
+    if found is None:
+        raise TargetError(f"invalid CUDA arch {arch!r}: expected the form sm_XY such as 'sm_90'")
+    return int(found.group(1))
 
 
 def normalize_archs(arch: Any) -> tuple[str, ...]:

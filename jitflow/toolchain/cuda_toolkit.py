@@ -27,6 +27,11 @@ TOOLS: tuple[Tool, ...] = ("nvcc", "ptxas", "nvdisasm", "cuobjdump")
 WHERE = "CUDA_HOME, CUDA_PATH, PATH, beside nvcc and NVIDIA's pip wheels"
 
 
+def where(name: Tool) -> str:
+    """Where `name` is looked for, in words (nvcc itself is not looked for beside nvcc)."""
+    return "CUDA_HOME, CUDA_PATH, PATH and NVIDIA's pip wheels" if name == "nvcc" else WHERE
+
+
 def _candidates(name: str, homes: tuple[Path, ...]) -> Iterator[Path]:
     for home in homes:
         yield home / "bin" / name
@@ -62,5 +67,5 @@ def require(name: Tool, why: str, fix: str) -> str:
     """The path of `name`, or a ToolMissingError saying what needed it, where it was looked for and `fix`."""
     found = find(name)
     if found is None:
-        raise ToolMissingError(f"{why} needs {name}, which is not in {WHERE}; {fix}")
+        raise ToolMissingError(f"{why} needs {name}, which is not in {where(name)}; {fix}")
     return found

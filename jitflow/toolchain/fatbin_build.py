@@ -17,12 +17,34 @@ class Image:
     data: bytes
 
 
+#: the wheel that brings libnvfatbin, and how to install it
+WHEEL = "nvidia-nvfatbin"
+WHEEL_HINT = f"pip install '{WHEEL}>=13,<14' (or the CUDA extra: pip install 'jitflow[cuda]')"
+
+
+def missing_library(what: str, exc: BaseException, hint: str) -> ToolMissingError:
+    """The error for a CUDA library cuda-python's bindings cannot find or load (its
+    DynamicLibNotFoundError, seen where another package's CUDA wheels come first on the path)."""
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return ToolMissingError(f"{what} cannot be loaded ({reason}); {hint}")
+
+
 def _nvfatbin():
     try:
         from cuda.bindings import nvfatbin
     except ImportError as exc:
         raise ToolMissingError(f"cuda-python is not importable ({exc}); {INSTALL_HINT}") from None
+    try:
+        nvfatbin.version()          # the first call loads libnvfatbin
+    except Exception as exc:  # noqa: BLE001 - cuda.pathfinder's DynamicLibNotFoundError, or a broken library
+        raise missing_library("nvfatbin's library (libnvfatbin.so.13)", exc, WHEEL_HINT) from None
     return nvfatbin
+
+
+def require() -> None:
+    """A ToolMissingError naming the wheel to install unless nvfatbin can be loaded (checked before
+    NVRTC's compiles, so that a build without it fails at once, not after compiling)."""
+    _nvfatbin()
 
 
 def version() -> str:

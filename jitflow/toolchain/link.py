@@ -22,7 +22,7 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
     The library ends with its digest record, which states `needs` (what of the TVM runtime it needs
     beyond the core: "cuda", "contrib"), `cpu` (its CPU level and the CPU features its code needs:
     target/cpu_level.record) and `device_code` (the SASS and PTX its fatbins carry:
-    runtime/compat.DeviceCode.to_record), which a load checks against the GPU without reading them.
+    runtime/compat.DeviceCode.to_record), which a load checks against the fatbins and the GPU.
 
     Without zig's libc and compiler runtime unless the code objects need a builtin that host_libs does
     not provide; then zig's compiler runtime is linked too (built once per zig cache folder: `show`

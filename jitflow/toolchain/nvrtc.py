@@ -17,12 +17,23 @@ log = logging.getLogger("jitflow")
 INSTALL_HINT = "install the CUDA extra: pip install 'jitflow[cuda]' (NVRTC, nvfatbin and CCCL wheels)"
 
 
+#: the wheel that brings libnvrtc, and how to install it
+WHEEL = "nvidia-cuda-nvrtc"
+WHEEL_HINT = f"pip install '{WHEEL}>=13,<14' (or the CUDA extra: pip install 'jitflow[cuda]')"
+
+
 def _bindings():
+    """cuda-python's NVRTC bindings, with libnvrtc loaded: a ToolMissingError naming the wheel
+    otherwise (the bindings import without it and fail at their first call)."""
     try:
-        from cuda.bindings import nvfatbin, nvrtc
+        from cuda.bindings import nvrtc
     except ImportError as exc:
         raise ToolMissingError(f"cuda-python is not importable ({exc}); {INSTALL_HINT}") from None
-    return nvrtc, nvfatbin
+    try:
+        nvrtc.nvrtcVersion()        # the first call loads libnvrtc
+    except Exception as exc:  # noqa: BLE001 - cuda.pathfinder's DynamicLibNotFoundError, or a broken library
+        raise fatbin_build.missing_library("NVRTC's library (libnvrtc.so.13)", exc, WHEEL_HINT) from None
+    return nvrtc
 
 
 @lru_cache(maxsize=1)
@@ -41,7 +52,7 @@ def include_dirs() -> tuple[str, ...]:
 
 
 def _check(result, what: str, log_text: str = "", source: Path | None = None) -> None:
-    nvrtc, _ = _bindings()
+    nvrtc = _bindings()
     err = result[0] if isinstance(result, tuple) else result
     if int(err) != 0:
         raise CompileError("NVRTC", what, f"{err!r}\n{log_text}", source)
@@ -62,7 +73,7 @@ def _output(get_size: Callable, get: Callable, prog, what: str) -> bytes:
 def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Path | None,
                  use_shim: bool | None = None, flags: CudaFlags = CudaFlags()):
     """One NVRTC compile for one arch: (cubin, ptx, log)."""
-    nvrtc, _ = _bindings()
+    nvrtc = _bindings()
     if use_shim is None:
         use_shim = cccl_shim.applies(source)
     names = list(cccl_shim.HEADERS) if use_shim else []
@@ -92,7 +103,7 @@ def _compile_one(source: str, arch: str, options: Sequence[str], source_path: Pa
 @lru_cache(maxsize=1)
 def supported_archs() -> tuple[str, ...]:
     """The SASS archs this NVRTC compiles for ('sm_75', 'sm_80', ...)."""
-    nvrtc, _ = _bindings()
+    nvrtc = _bindings()
     err, archs = nvrtc.nvrtcGetSupportedArchs()
     _check((err,), "nvrtcGetSupportedArchs")
     return tuple(f"sm_{a}" for a in archs)
@@ -107,7 +118,7 @@ def ptx(source: str, arch: str, options: Sequence[str] = (), flags: CudaFlags = 
 @lru_cache(maxsize=1)
 def cuda_version() -> CudaVersion:
     """The CUDA version of the installed NVRTC (13.5 for the 13.5 wheel), asked once per process."""
-    nvrtc, _ = _bindings()
+    nvrtc = _bindings()
     err, major, minor = nvrtc.nvrtcVersion()
     _check((err,), "nvrtcVersion")
     return CudaVersion(major, minor)
@@ -124,6 +135,7 @@ def compile_fatbin(source: str, archs: Sequence[str], options: Sequence[str] = (
     that CUDA version JIT-compiles (ptx_floor.py).
     """
     start = time.perf_counter()
+    fatbin_build.require()      # before compiling: a missing nvfatbin says so at once
 
     def one(arch: str):
         result = _compile_one(source, arch, options, source_path, flags=flags)

@@ -237,6 +237,72 @@ def test_a_custom_tir_pipeline_under_the_default_name_changes_the_key(cache_dir)
     assert run(CUSTOM_TIR_PIPELINE) == ["hit", custom[1], "4302.0"]   # its identity is stable across processes
 
 
+PIPELINE_FACTORY = """
+    from tvm.tirx.compilation_pipeline import PIPELINE_MAP
+    default = PIPELINE_MAP["s_tir"]
+
+    def make(scale, hold_a_pass):
+        @tvm.tirx.transform.prim_func_pass(opt_level=0)
+        def scaled(func, mod, ctx):   # builds C = A * scale + 1 instead
+            return kernels.axpb(scale)["main"].with_attrs(func.attrs)
+
+        def by_value(**kwargs):       # holds `scale` (a number) in its closure, makes its pass each time
+            pipeline, host, device = default(**kwargs)
+            again = tvm.tirx.transform.prim_func_pass(lambda f, m, c: kernels.axpb(scale)["main"].with_attrs(f.attrs),
+                                                      opt_level=0)
+            return tvm.transform.Sequential([again, pipeline]), host, device
+
+        def by_pass(**kwargs):        # holds the pass object itself: its Python body cannot be keyed
+            pipeline, host, device = default(**kwargs)
+            return tvm.transform.Sequential([scaled, pipeline]), host, device
+        return by_pass if hold_a_pass else by_value
+    tvm.tirx.register_tir_pipeline("s_tir", make({scale}, {hold_a_pass}))
+"""
+
+
+def test_a_pipeline_made_by_a_factory_is_keyed_by_what_its_closure_holds(cache_dir):
+    def run(scale: float, hold_a_pass: bool = False, env: dict | None = None) -> tuple[list[str], str]:
+        setup = PIPELINE_FACTORY.format(scale=scale, hold_a_pass=hold_a_pass)
+        code = AXPB.format(setup=textwrap.indent(textwrap.dedent(setup), "    ").strip())
+        proc = run_python(code + "    print(jitflow.compile(kernels.axpb(4300.0), 'c').build().outcome)\n", env=env)
+        return proc.stdout.split(), proc.stderr
+
+    one, _ = run(1.0)
+    other, _ = run(101.0)                      # the same bytecode, another value in its closure
+    assert one[0] == "built" and one[2] == "2.0" and other[0] == "built" and other[2] == "102.0", (one, other)
+    assert one[1] != other[1]                  # it used to be a hit on the first one's library: 2.0
+    assert run(1.0)[0][:3] == ["hit", one[1], "2.0"]
+    held, err = run(101.0, hold_a_pass=True)   # a value the key cannot name: built, never cached
+    assert held[0] == "built" and held[2] == "102.0" and held[3] == "built", held
+    assert "this build is not cached: the TIR pipeline registered under 's_tir'" in err
+    assert "its closure cell 'scaled' holds a TVM pass (PrimFuncPass)" in err and "cache_salt=" in err
+    salted, _ = run(101.0, hold_a_pass=True, env={"JITFLOW_CACHE_SALT": "scaled by 101"})
+    assert salted[0] == "built" and salted[3] == "hit", salted     # the caller's salt names it: cached
+
+
+def test_a_relax_pipeline_made_by_a_factory_is_keyed_by_what_it_holds(cache_dir):
+    from tvm.relax.pipeline import PIPELINE_MAP, zero_pipeline
+
+    def factory(fold):
+        def mine(**kwargs):
+            passes = [zero_pipeline(**kwargs)] + ([tvm.relax.transform.FoldConstant()] if fold else [])
+            return tvm.transform.Sequential(passes)
+        return mine
+
+    def key(fold) -> str:
+        PIPELINE_MAP["jitflow_factory_test"] = factory(fold)
+        return jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_factory_test").key
+
+    try:
+        assert key(True) != key(False) and key(True) == key(True)
+        PIPELINE_MAP["jitflow_factory_test"] = lambda p=tvm.relax.transform.FoldConstant(), **kw: p
+        exe = jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_factory_test")
+        assert "the Relax pipeline 'jitflow_factory_test'" in exe.cache_key.uncacheable
+        assert not exe.cached()
+    finally:
+        del PIPELINE_MAP["jitflow_factory_test"]
+
+
 def test_registered_codegen_callbacks_and_pipelines_change_the_key(cache_dir):
     out = run_python("""
         import tvm, tvm_ffi, jitflow, kernels, models

@@ -91,3 +91,45 @@ def test_a_worker_whose_key_differs_refuses_and_says_where(cache_dir):
     assert not reply["ok"] and reply["refused"] and reply["error_type"] == "KeyMismatchError"
     assert "versions.zig: here '" in reply["error"] and "in the caller '0.0.1'" in reply["error"]
     assert not exe.cached()                                 # nothing was built under either key
+
+
+BAD_IR = """
+    import json, kernels, jitflow
+    from jitflow.farm import request, worker
+    wire = json.loads(json.dumps(request.make(jitflow.compile(kernels.axpb(701.0), "c"), "/nowhere").wire))
+    graph = json.loads(wire["ir"])
+    nodes = graph["nodes"]
+    imm = next(i for i, n in enumerate(nodes) if n["type"] == "ir.IntImm")
+    array = next(i for i, n in enumerate(nodes) if n["type"] == "ffi.Array" and n["data"])
+    chain = [{{"type": "ffi.Array", "data": []}}] + [{{"type": "ffi.Array", "data": [i]}} for i in range(5000)]
+    cases = {{
+        "array holds itself": lambda g: g["nodes"][array].update(data=[array]),
+        "field refers to itself": lambda g: g["nodes"][imm]["data"].update(value=imm),
+        "field refers ahead": lambda g: g["nodes"][imm]["data"].update(value=len(g["nodes"]) - 1),
+        "index past the end": lambda g: g["nodes"][array].update(data=[10 ** 9]),
+        "a chain 5000 deep": lambda g: g.update(nodes=chain, root_index=len(chain) - 1),
+        "root past the end": lambda g: g.update(root_index=len(g["nodes"])),
+        "unknown type": lambda g: g["nodes"][imm].update(type="no.SuchType"),
+    }}
+    replies = {{}}
+    for name, change in cases.items():
+        bad = json.loads(json.dumps(graph))
+        change(bad)
+        reply = worker.run(dict(wire, ir=json.dumps(bad)))
+        replies[name] = [reply["ok"], reply.get("error_type"), reply.get("error", "")]
+    print(json.dumps(replies))
+"""
+
+
+def test_a_request_whose_ir_refers_to_itself_is_an_error_reply_not_a_dead_worker(cache_dir):
+    from conftest import run_python
+
+    replies = json.loads(run_python(BAD_IR.format()).stdout.splitlines()[-1])   # the worker lived to print them
+    says = {"array holds itself": "refers to itself", "field refers to itself": "(ir.IntImm) refers to itself",
+            "field refers ahead": "refers to node", "index past the end": "refers to node 1000000000",
+            "a chain 5000 deep": "ends a chain of 1001 references, more than 1000",
+            "root past the end": "is not one of its", "unknown type": "'no.SuchType', which this TVM does not know"}
+    for name, words in says.items():
+        ok, kind, error = replies[name]
+        assert not ok and kind == "InvalidInputError" and words in error, (name, replies[name])
+        assert error.startswith("refusing a build request whose IR TVM could not read safely")

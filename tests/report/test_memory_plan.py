@@ -114,6 +114,22 @@ def test_cli_shape(built, capsys, monkeypatch):
     assert "expected NAME=NUMBER" in capsys.readouterr().err
 
 
+def test_a_shape_beyond_64_bits_is_a_clear_error(built, capsys, monkeypatch):
+    monkeypatch.setenv("JITFLOW_CACHE_DIR", str(built.cache))
+    key = built.exes["two_c"].key[:12]
+    for value in ("9" * 5000, str(2 ** 63)):             # 5000 digits used to hit Python's 4300-digit limit
+        assert cli.main(["inspect", key, "--shape", f"n={value}"]) == 2
+        err = capsys.readouterr().err
+        assert "a shape is at most 9223372036854775807" in err and "Traceback" not in err
+    assert cli.main(["inspect", key, "--shape", "n=\u00b2"]) == 2          # a digit to isdigit(), not to int()
+    assert "expected NAME=NUMBER" in capsys.readouterr().err
+    assert cli.main(["inspect", key, "--shape", f"n={2 ** 63 - 1}", "--section", "memory"]) == 0
+    capsys.readouterr()
+    for bad in (10 ** 5000, -10 ** 5000, 2 ** 63):
+        with pytest.raises(jitflow.errors.InvalidInputError, match="shape symbol n"):
+            built.reports["two_c"].evaluate(n=bad)
+
+
 def test_cuda_graph_build_is_reported_as_it_runs(built):
     plain = built.reports["conv_cuda"].model.function("main")
     graph_rep = built.reports["graph_cuda"]

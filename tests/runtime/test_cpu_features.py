@@ -3,10 +3,12 @@ digest record and in `inspect`, and is refused before dlopen, with a LoadError n
 where the CPU lacks any of them (never SIGILL)."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import c_host_kernels as K
 import models
+from kernels import axpb as kernels_axpb
 import numpy as np
 import pytest
 from conftest import module_cache
@@ -161,3 +163,40 @@ def test_cpuinfo_features_are_those_every_processor_has():
         frozenset({"fpu", "sse", "sse2", "avx", "avx2"}), "Example CPU @ 3.0GHz")
     assert cpu_features.parse(ARM_CPUINFO, "aarch64").features == {"fp", "asimd", "evtstrm", "aes", "pmull", "sve2"}
     assert cpu_features.parse("", "x86_64").features == frozenset()
+
+
+ABOVE_THIS_CPU = """
+    import json, jitflow, kernels, models
+    from jitflow.errors import LoadError
+    from jitflow.runtime import cpu_features
+    here = cpu_features.this_cpu().features
+    without = {{f for f in here if not f.startswith("avx512")}}     # this CPU, less AVX-512: x86-64-v3 at most
+    seen = {{}}
+    with cpu_features.simulated(without, "a CPU without AVX-512"):
+        for name, call in (("load", lambda: jitflow.load({kernel!r})),
+                           ("load_vm", lambda: jitflow.load_vm({model!r}, "cpu")),
+                           ("jit", lambda: jitflow.compile(kernels.axpb(990.0), "c", cpu_level="x86-64-v4").jit())):
+            try:
+                call()
+                seen[name] = "loaded"
+            except LoadError as exc:
+                seen[name] = str(exc)
+    maps = open("/proc/self/maps").read()
+    seen["mapped"] = [p for p in ({kernel!r}, {model!r}) if p in maps]
+    print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(not HERE >= set(cpu_level.LEVELS[X86]["x86-64-v3"][1]), reason="needs an x86-64-v3 CPU")
+def test_a_library_built_for_more_cpu_than_this_one_is_refused_before_dlopen_never_sigill(cache_dir, tmp_path):
+    kernel = jitflow.compile(kernels_axpb(990.0), "c", cpu_level="x86-64-v4").export_library(tmp_path / "v4.so")
+    model = jitflow.compile(models.mlp(), "c", cpu_level="x86-64-v4").export_library(tmp_path / "mlp_v4.so")
+    from conftest import run_python
+
+    proc = run_python(ABOVE_THIS_CPU.format(kernel=str(kernel), model=str(model)))     # a SIGILL would fail it
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert seen.pop("mapped") == []                              # the dynamic loader never saw them
+    for name, text in seen.items():
+        assert "built for CPU level x86-64-v4" in text and "avx512f" in text, (name, text)
+        assert "which this CPU (a CPU without AVX-512) lacks" in text
+        assert "cpu_level='x86-64-v3' (the highest level this CPU runs)" in text, (name, text)

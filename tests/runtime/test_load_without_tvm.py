@@ -5,6 +5,7 @@ TVM tensors work both ways."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 
@@ -85,6 +86,42 @@ def test_tvm_library_path_is_searched_first_as_tvm_searches_it(shipped, tmp_path
     assert mapped(copies) == sorted(str(copies / name) for name in names)
     # a folder without them: the installed TVM's, as TVM does
     assert mapped(empty) == sorted(str(tvm_runtime.lib_folder() / name) for name in names)
+
+
+PLANTED = """
+    import json, jitflow
+    from jitflow.errors import LoadError
+    try:
+        jitflow.load({path!r})
+        outcome = "loaded"
+    except LoadError as exc:
+        outcome = str(exc)
+    print(json.dumps([outcome, [line.split()[-1] for line in open("/proc/self/maps") if "libtvm_runtime" in line]]))
+"""
+
+
+def test_tvm_library_path_others_can_write_is_refused_and_nothing_in_it_is_mapped(shipped, tmp_path):
+    from jitflow.runtime import tvm_runtime
+
+    def attempt(folder, mode: int, file_mode: int = 0o755) -> tuple[str, list[str]]:
+        folder.mkdir()
+        for name in (tvm_runtime.RUNTIME, tvm_runtime.EXTRA):    # stand-ins for libraries someone planted
+            shutil.copy2(tvm_runtime.lib_folder() / name, folder / name)
+            os.chmod(folder / name, file_mode)
+        os.chmod(folder, mode)
+        proc = run_python(PLANTED.format(path=str(shipped / "axpb.so")), env={"TVM_LIBRARY_PATH": str(folder)})
+        outcome, mapped = json.loads(proc.stdout.splitlines()[-1])
+        return outcome, [m for m in mapped if m.startswith(str(folder))]
+
+    for folder, mode, file_mode in ((tmp_path / "open", 0o777, 0o755),         # anyone may put a library there
+                                    (tmp_path / "sticky", 0o1777, 0o755),      # as in /tmp: anyone may add one
+                                    (tmp_path / "writable-lib", 0o755, 0o666)):  # anyone may rewrite it
+        outcome, mapped = attempt(folder, mode, file_mode)
+        assert mapped == []                                  # never loaded: no constructor of it ran
+        assert outcome.startswith(f"refusing TVM_LIBRARY_PATH={folder}: ") and "writable by group or others" in outcome
+        assert "unset TVM_LIBRARY_PATH" in outcome
+    outcome, mapped = attempt(tmp_path / "private", 0o755)                      # the user's own: used, as TVM does
+    assert outcome == "loaded" and mapped
 
 
 def test_a_kernel_and_models_load_and_run_without_importing_tvm(shipped):

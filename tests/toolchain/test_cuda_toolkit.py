@@ -58,3 +58,18 @@ def test_a_missing_tool_says_what_needs_it_where_it_was_looked_for_and_the_fix(b
     with pytest.raises(ToolMissingError, match=r"SASS needs cuobjdump, which is not in CUDA_HOME, CUDA_PATH, "
                                                r"PATH.*; install a CUDA toolkit"):
         cuda_toolkit.require("cuobjdump", "SASS", "install a CUDA toolkit")
+
+
+def test_a_missing_nvcc_is_not_said_to_be_missing_beside_itself(bare, cache_dir):
+    import kernels
+
+    import jitflow
+
+    if cuda_toolkit.find("nvcc") is not None:
+        pytest.skip("an nvcc from NVIDIA's wheels is installed")
+    with pytest.raises(ToolMissingError) as err:
+        jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90", cuda_compiler="nvcc").build()
+    text = str(err.value)
+    assert "needs nvcc, which is not in CUDA_HOME, CUDA_PATH, PATH and NVIDIA's pip wheels" in text, text
+    assert "beside nvcc" not in text
+    assert "beside nvcc" in cuda_toolkit.where("ptxas")      # the other tools are looked for beside it
