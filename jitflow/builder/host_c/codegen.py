@@ -73,9 +73,9 @@ class Printed:
 
 @contextmanager
 def legalized_c_host(every_function: bool = False) -> Iterator[Printed]:
-    """While active, TVM's C host modules are legalized before printing and their functions' work
-    outlined (outline.py; `every_function`: not only where no aliasing is promised); a failure is a
-    HostCodeError."""
+    """While active, TVM's C host modules are legalized before printing, their functions' work
+    outlined (outline.py; `every_function`: not only where no aliasing is promised) and their
+    parallel loops launched on TVM's thread pool (parallel.py); a failure is a HostCodeError."""
     import tvm_ffi
 
     original = tvm_ffi.get_global_func(_BUILD_C)

@@ -39,6 +39,8 @@ LAUNCH_POINT = "pragma_parallel_launch_point"
 STRIDE_PATTERN = "pragma_parallel_stride_pattern"
 BARRIER = "pragma_parallel_barrier_when_finish"
 _KEYS = (LAUNCH_POINT, STRIDE_PATTERN, BARRIER)
+_CANONICAL = ("TVM's thread pool runs loops from 0 in steps of 1, and TVM's LLVM host refuses others too: "
+              "start the loop at 0 (TVM's lowering does for loops it makes) and step by 1.")
 
 
 class _Env:
@@ -56,7 +58,12 @@ class _Env:
 
 
 class _Refused(Exception):
-    """What LLVM's host refuses, raised through TVM's mutator and re-raised as a HostCodeError."""
+    """What LLVM's host refuses too: the construct and what to do, raised through TVM's mutator and
+    re-raised as a HostCodeError."""
+
+    def __init__(self, construct: str, advice: str) -> None:
+        super().__init__(construct)
+        self.construct, self.advice = construct, advice
 
 
 class _Function:
@@ -100,17 +107,15 @@ class _Function:
         if node.kind != tvm.tirx.ForKind.PARALLEL:
             return mutator.default_mutate(node)
         if not _is_zero(node.min):
-            raise _Refused(f"a parallel loop that starts at {node.min}, not 0 (TVM's thread pool needs canonical "
-                           "loops: LLVM's host refuses it too)")
+            raise _Refused(f"a parallel loop that starts at {node.min}, not 0", _CANONICAL)
         if node.step is not None and not _is_one(node.step):
-            raise _Refused(f"a parallel loop with step {node.step} (TVM's thread pool needs steps of 1: LLVM's host "
-                           "refuses it too)")
+            raise _Refused(f"a parallel loop with step {node.step}", _CANONICAL)
         if env is None:
             return self._launch(node)
         if env.in_loop:
-            raise _Refused(f"a parallel loop over {node.loop_var} inside another parallel loop (TVM's thread pool "
-                           "does not nest, and LLVM's host refuses it too: fuse the loops, or make the inner "
-                           "one serial)")
+            raise _Refused(f"a parallel loop over {node.loop_var} inside another parallel loop",
+                           "TVM's thread pool does not nest launches, and TVM's LLVM host refuses it too: fuse "
+                           "the two loops into one, or make the inner one serial.")
         env.in_loop = True
         body = mutator.mutate(node.body)
         env.in_loop = False
@@ -124,17 +129,20 @@ class _Function:
             return self._launch(node.body)
         if key == STRIDE_PATTERN:
             if env is None:
-                raise _Refused(f"{STRIDE_PATTERN} outside a parallel launch (it only applies inside "
-                               f"{LAUNCH_POINT}: LLVM's host refuses it too)")
+                raise _Refused(f"{STRIDE_PATTERN} outside a parallel launch point",
+                               f"It applies only inside {LAUNCH_POINT}, and TVM's LLVM host refuses it too: "
+                               "move it inside one, or remove it.")
             env.stride = True
             return mutator.mutate(node.body)
         if key == BARRIER:
             if env is None:
-                raise _Refused(f"{BARRIER} outside a parallel launch (put it inside {LAUNCH_POINT}: LLVM's host "
-                               "refuses it too)")
+                raise _Refused(f"{BARRIER} outside a parallel launch point",
+                               f"TVM's LLVM host refuses it too: put it inside {LAUNCH_POINT}, around the "
+                               "parallel loop the other tasks must finish first.")
             if env.in_loop:
-                raise _Refused(f"{BARRIER} inside a parallel loop (tasks may differ in their work there: put it "
-                               f"between the parallel loop and {LAUNCH_POINT}, as LLVM's host requires)")
+                raise _Refused(f"{BARRIER} inside a parallel loop",
+                               "Tasks may do different work there, and TVM's LLVM host refuses it too: put it "
+                               f"between the parallel loop and {LAUNCH_POINT}.")
             body = mutator.mutate(node.body)
             barrier = tvm.tirx.call_extern("int32", BARRIER_HELPER, env.task_id, env.penv)
             return tvm.tirx.SeqStmt([body, tvm.tirx.Evaluate(barrier)])
@@ -148,7 +156,8 @@ class _Function:
         env = _Env()
         inner = self.rewrite(stmt, env)
         if env.loops == 0:
-            raise _Refused(f"{LAUNCH_POINT} without a parallel loop inside it (LLVM's host refuses it too)")
+            raise _Refused(f"{LAUNCH_POINT} without a parallel loop inside it",
+                           "TVM's LLVM host refuses it too: put the parallel loops inside it, or remove it.")
         leading = [env.task_id, env.num_task, env.penv]
         body, values = outlined(inner, leading, [tirx.Return(tirx.IntImm("int32", 0))])
         self.bodies[BODY + name] = tirx.PrimFunc([*leading, *(param for _, param, _ in values)], body,
@@ -228,10 +237,11 @@ def parallelize_module(mod: Any, restrict: AbstractSet[str]) -> tuple[Any, froze
         try:
             body = launches.rewrite(func.body, None)
         except _Refused as exc:
-            raise HostCodeError(str(exc), [tir]) from None
-        if not str(func.ret_type) == "int32" and launches.bodies:
-            raise HostCodeError("a parallel loop in a function that returns no error code (TVM's C host "
-                                "functions return int32)", [tir])
+            raise HostCodeError(exc.construct, [tir], advice=exc.advice) from None
+        if str(func.ret_type) != "int32" and launches.bodies:
+            raise HostCodeError("a parallel loop in a function that returns no error code", [tir],
+                                advice="A launch returns its error code to its function: make the loop serial, "
+                                       "or move it into a function TVM calls (those return int32).")
         updates[gvar] = func.with_body(body)
         for body_name, body_func in launches.bodies.items():
             added[tvm.ir.GlobalVar(body_name)] = body_func
