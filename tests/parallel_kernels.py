@@ -75,8 +75,16 @@ def launch_point(A: T.Buffer((ROWS,), "float32"), B: T.Buffer((ROWS,), "float32"
                 C[i] = B[ROWS - 1 - i]
 
 
+@T.prim_func
+def scalars(A: T.Buffer((ROWS,), "float32"), h: T.float16, flag: T.bool, k: T.int8):
+    """A = (h if flag else 2) + k: scalar arguments of C types the closure must carry (half, bool,
+    int8)."""
+    for i in T.parallel(ROWS):
+        A[i] = T.Select(flag, T.Cast("float32", h), T.float32(2)) + T.Cast("float32", k)
+
+
 KERNELS = {"rows": rows, "row_sums": row_sums, "several": several, "in_serial": in_serial,
-           "symbolic": symbolic, "launch_point": launch_point}
+           "symbolic": symbolic, "launch_point": launch_point, "scalars": scalars}
 
 
 def module() -> tvm.IRModule:

@@ -50,8 +50,10 @@ class _Env:
     def __init__(self) -> None:
         import tvm
 
-        self.task_id, self.num_task, self.penv = (tvm.ir.expr.Var(n, t) for n, t in zip(LEADING, ("int32", "int32",
-                                                                                                 "handle")))
+        task_id, num_task, penv = LEADING
+        self.task_id = tvm.ir.expr.Var(task_id, "int32")
+        self.num_task = tvm.ir.expr.Var(num_task, "int32")
+        self.penv = tvm.ir.expr.Var(penv, "handle")
         self.stride = False       # a stride pattern attribute was seen: later loops stride
         self.in_loop = False
         self.loops = 0
