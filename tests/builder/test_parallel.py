@@ -318,3 +318,34 @@ def test_rebuilds_are_the_same_bytes(built, tmp_path, zig_cache):
     again = run_python(REBUILD, env={"JITFLOW_CACHE_DIR": str(tmp_path / "again"), "PYTHONHASHSEED": "7",
                                      "JITFLOW_ZIG_CACHE_DIR": str(zig_cache)}).stdout.split()
     assert again == [hashlib.sha256(exe.build_info.library.read_bytes()).hexdigest(), "True"]
+
+
+# -- aarch64, under qemu ------------------------------------------------------------------------
+
+def test_aarch64_launches_run_under_qemu(cache_dir, tmp_path, zig_cache):
+    """The same kernels built for aarch64 and run by the C test driver (tests/data/ffi_driver.c: its
+    TVMBackendParallelLaunch runs 3 tasks on threads, with a barrier), against numpy; a failing
+    assert in a body reaches the driver."""
+    import arm_qemu
+
+    (tmp_path / "driver").mkdir()
+    driver = arm_qemu.build_driver(tmp_path / "driver", zig_cache)
+    lib = jitflow.compile(pk.module(), "c", host=arm_qemu.ARM).export_library(tmp_path / "parallel.so")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((pk.ROWS, pk.COLS)).astype("float32")
+    v = rng.standard_normal(pk.ROWS).astype("float32")
+    zeros = np.zeros_like(v)
+    cases = [("rows", [a, np.zeros_like(a)], np.sqrt(a * a + 1) * np.exp(a / 1000)),
+             ("row_sums", [a, zeros], a.sum(axis=1)),
+             ("several", [v, zeros, zeros], 1 + (v * 2)[::-1]),
+             ("in_serial", [v, zeros], v + 6),
+             ("symbolic", [v, zeros], v * 3),
+             ("launch_point", [v, zeros, zeros], (v + 1)[::-1])]
+    for name, arrays, expected in cases:
+        proc, after = arm_qemu.call(driver, lib, arrays, tmp_path, symbol=f"__tvm_ffi_{name}")
+        assert proc.returncode == 0, proc.stderr
+        np.testing.assert_allclose(after[-1], expected, rtol=1e-5, atol=1e-5, err_msg=name)
+    failing = jitflow.compile(_checked, "c", host=arm_qemu.ARM).export_library(tmp_path / "checked.so")
+    proc, _ = arm_qemu.call(driver, failing, [np.linspace(0, 1, 64).astype("float32"), np.zeros(64, "float32")],
+                            tmp_path)
+    assert proc.returncode == 2 and "value too large" in proc.stderr
