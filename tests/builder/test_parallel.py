@@ -92,12 +92,33 @@ def test_inspect_shows_each_launch_at_its_line(built):
     assert again == rep and again.parallel == rep.parallel
 
 
-def test_bodies_are_hidden_and_restrict_where_promised(built):
-    exe, rep = built
-    from jitflow.formats import elf
+def _dynamic_symbols(path):
+    """(defined, undefined) names of a shared library's dynamic symbols."""
+    from elftools.elf.elffile import ELFFile
 
-    exported = elf.read(exe.build_info.library).exported
-    assert not [s for s in exported if s.startswith("jitflow_")] and "__tvm_ffi_launch_point" in exported
+    with open(path, "rb") as f:
+        symbols = [(s.name, s["st_shndx"]) for s in ELFFile(f).get_section_by_name(".dynsym").iter_symbols() if s.name]
+    return {n for n, at in symbols if at != "SHN_UNDEF"}, {n for n, at in symbols if at == "SHN_UNDEF"}
+
+
+def test_the_library_needs_only_tvms_runtime_and_keeps_its_bodies_hidden(built):
+    import tvm_ffi.libinfo
+    from portability import PORTABLE_NEEDED
+
+    from jitflow.formats import elf
+    from jitflow.runtime import tvm_runtime
+
+    exe, rep = built
+    info = elf.read(exe.build_info.library)
+    assert set(info.needed) <= PORTABLE_NEEDED                        # loads on glibc 2.17
+    assert info.glibc_baseline is None or tuple(map(int, info.glibc_baseline.split("."))) <= (2, 17)
+    defined, undefined = _dynamic_symbols(exe.build_info.library)
+    runtime = _dynamic_symbols(tvm_runtime.lib_folder() / tvm_runtime.RUNTIME)[0] \
+        | _dynamic_symbols(tvm_ffi.libinfo.find_libtvm_ffi())[0]
+    assert {"TVMBackendParallelLaunch", "TVMBackendParallelBarrier"} <= undefined
+    assert {n for n in undefined if n.startswith("TVM")} <= runtime
+    assert {n for n in undefined if not n.startswith("TVM")} <= {"expf", "sqrtf"}
+    assert not [n for n in defined if n.startswith("jitflow_")] and "__tvm_ffi_launch_point" in defined
     header = rep.host_line(next(x.body_line for x in rep.parallel if x.name == "rows_0"))
     assert "float* restrict A" in header and "float* restrict B" in header          # tirx.noalias
     header = rep.host_line(next(x.body_line for x in rep.parallel if x.name == "row_sums_0"))
