@@ -125,10 +125,32 @@ def test_the_library_needs_only_tvms_runtime_and_keeps_its_bodies_hidden(built):
     assert "restrict" not in header                                                   # no promise
 
 
-def test_the_host_c_splits_into_pieces_and_its_entries_stay_shared(built):
-    exe, rep = built
-    pieces = split.split(rep.host_c, 3)
-    assert len(pieces) == 3 and all("TVMBackendParallelLaunch" in p for p in pieces)
+def test_the_host_c_compiled_in_pieces_matches_numpy(tmp_path, monkeypatch):
+    import io
+
+    from jitflow import config
+    from jitflow.builder import progress, steps
+    from jitflow.builder.host_c import compile as host_compile
+    from jitflow.options import BuildOptions, InProcess
+    from jitflow.runtime.load import load_library
+    from jitflow.targets import resolve_target
+
+    monkeypatch.setenv("JITFLOW_BUILD_JOBS", "3")
+    monkeypatch.setattr(host_compile, "MIN_PIECE_BYTES", 1000)       # pieces of a small module
+    said = progress.Progress("parallel", stream=io.StringIO(), mode="off")
+    steps.build_into(tmp_path, pk.module(), resolve_target("c"), config.resolve(cache_dir=tmp_path / "unused"),
+                     BuildOptions(), InProcess(), {}, said)
+    assert "compiling the host C in 3 pieces (3 done)" in said.said
+    assert all("TVMBackendParallelLaunch" in p for p in split.split((tmp_path / "src" / "host.c").read_text(), 3))
+    lib = load_library(tmp_path / "lib.so")
+    v = np.random.default_rng(6).standard_normal(pk.ROWS).astype("float32")
+    _, b, c = _run(lib, "launch_point", v, np.zeros_like(v), np.zeros_like(v))
+    np.testing.assert_allclose(c, (v + 1)[::-1], rtol=1e-6)
+    _, b, c = _run(lib, "several", v, np.zeros_like(v), np.zeros_like(v))
+    np.testing.assert_allclose(c, 1 + (v * 2)[::-1], rtol=1e-6)
+
+
+def test_the_entries_of_a_kernel_stay_shared(cache_dir):
     # the entries of a kernel with parallel loops are those of the same kernel without them
     serial = tvm.IRModule({"main": pk.rows.with_attr("global_symbol", "main").with_body(
         _serial(pk.rows.body))})
