@@ -15,7 +15,7 @@ jitflow's):
 A failed task's error is moved out of its thread (TVMFFIErrorMoveFromRaised) into the closure and the
 lambda returns 0, so the pool never handles a failure: TVM's runtime (0.27) counts a failed task done
 before it stores its error, so the launching thread may return before the error is there (losing
-it, or reading it while it is written; LLVM's builds lose errors and crash there), and at one
+it, as LLVM's builds sometimes do, or reading it while it is written, which can crash), and at one
 thread it drops the lambda's result. The caller gets the body's own error, at any thread count.
 
 Plus the helpers the bodies call: the chunks (task t of n runs [t * c, (t + 1) * c) cut at the
