@@ -268,8 +268,8 @@ def split_entries(text: str) -> tuple[str, str] | None:
     functions they call (its state, its static helpers, its variables).
 
     The entries' file holds the directives and types (a struct only if they name it), the prototypes
-    the entries need and the entries, nothing else: two modules with entries of the same signatures (calling outlined
-    bodies: outline.py) give the same text, so its object can be shared."""
+    the entries need and the entries, nothing else: two modules with entries of the same signatures
+    (calling outlined bodies: outline.py) give the same text, so its object can be shared."""
     try:
         items = scan(text.replace(_CPP_WRAPPER, ""))
     except ValueError:
