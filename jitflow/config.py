@@ -29,7 +29,7 @@ ENVIRONMENT = {
     "JITFLOW_CPU_LEVEL": ("the architecture's baseline (x86-64, armv8-a)",
                           "how much of the CPU host code may use: x86-64-v2, x86-64-v3, x86-64-v4; armv8.2-a, "
                           "neoverse-n1, neoverse-v1, neoverse-v2; native (this CPU)"),
-    "JITFLOW_LOG": ("warning", "log level of the 'jitflow' logger: warning, info or debug"),
+    "JITFLOW_LOG": ("unset (warnings only)", "log level of the 'jitflow' logger: warning, info or debug"),
     "JITFLOW_ZIG_CACHE_DIR": ("<user cache folder>/jitflow/toolchain/zig-<version>",
                               "zig's own cache, shared by every cache folder of the user (private to the user)"),
     "JITFLOW_BUILD_JOBS": ("the usable cores", "compilers one build runs at once; the host C and the device code "
@@ -58,7 +58,8 @@ ENVIRONMENT = {
 
 DEFAULT_MAX_SIZE = 4 * 1024**3
 _SIZE_SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, "G": 1000**3, "GB": 1000**3,
-               "T": 1000**4, "TB": 1000**4, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+               "T": 1000**4, "TB": 1000**4, "P": 1000**5, "PB": 1000**5, "E": 1000**6, "EB": 1000**6,
+               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4, "PIB": 1024**5, "EIB": 1024**6}
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -84,7 +85,9 @@ def _bounded(digits: str, scale: int, limit: float, label: str, limit_text: str)
 
 
 def parse_size(text: str | int, what: str = "size") -> int:
-    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes (at most MAX_BYTES)."""
+    """'2GB', '500MB', '1.5GiB' or a number of bytes -> bytes, at most MAX_BYTES (8 EiB less one byte;
+    KB to EB are powers of 1000, KiB to EiB of 1024). A size that is not a whole number of bytes
+    ('1.5') is refused."""
     if isinstance(text, int) and not isinstance(text, bool):
         if not 0 <= text <= MAX_BYTES:
             raise InvalidInputError(f"{what} {text!r} is out of range; give 0 to {MAX_BYTES} bytes")
@@ -92,7 +95,12 @@ def parse_size(text: str | int, what: str = "size") -> int:
     m = re.fullmatch(rf"\s*({_NUMBER})\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).upper() not in _SIZE_SUFFIXES:
         raise InvalidInputError(f"{what} {text!r} is not a size; use for example 2GB, 500MB or 1.5GiB")
-    return int(_bounded(m.group(1), _SIZE_SUFFIXES[m.group(2).upper()], MAX_BYTES, f"{what} {text!r}", "8 EiB"))
+    value = _bounded(m.group(1), _SIZE_SUFFIXES[m.group(2).upper()], MAX_BYTES, f"{what} {text!r}",
+                     "8 EiB less one byte")
+    if value != int(value):
+        raise InvalidInputError(f"{what} {text!r} is not a whole number of bytes; give bytes as a whole number "
+                                "or use a unit (1.5KiB, 2MB)")
+    return int(value)
 
 
 def parse_duration(text: str, what: str = "duration") -> float:
@@ -120,14 +128,15 @@ PROGRESS_MODES = {"auto": "auto", **dict.fromkeys(_TRUE, "on"), **dict.fromkeys(
 
 
 def log_level() -> int | None:
-    """The level JITFLOW_LOG asks for, or None when it is unset (logging is then the application's)."""
+    """The level JITFLOW_LOG asks for, or None when it is unset or not a level (one warning says so):
+    logging is then the application's, which shows warnings only unless it chose otherwise."""
     raw = os.environ.get("JITFLOW_LOG", "").strip().lower()
     if not raw:
         return None
     if raw not in LOG_LEVELS:
-        warn_once("JITFLOW_LOG", "jitflow: JITFLOW_LOG=%r is not a level (use %s); logging at info",
-                  raw, ", ".join(LOG_LEVELS))
-        return logging.INFO
+        warn_once("JITFLOW_LOG", "jitflow: JITFLOW_LOG=%r is not a level (use %s); using the default "
+                  "(warnings only)", raw, ", ".join(LOG_LEVELS))
+        return None
     return LOG_LEVELS[raw]
 
 

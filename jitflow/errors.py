@@ -88,11 +88,12 @@ class HostCodeError(CompileError):
 class FunctionNotFoundError(JitflowError, LookupError):
     """The module has no function of that name; the message lists the ones it has."""
 
-    def __init__(self, name: str, available: Sequence[str]) -> None:
+    def __init__(self, name: str, available: Sequence[str], note: str = "") -> None:
         self.name = name
         self.available = list(available)
         names = ", ".join(repr(n) for n in self.available) or "(none)"
-        super().__init__(f"no function named {name!r} in the module; functions: {names}")
+        tail = f"; {note}" if note else f"; functions: {names}"
+        super().__init__(f"no function named {name!r} in the module{tail}")
 
     def __str__(self) -> str:  # LookupError would quote the message
         return self.args[0]

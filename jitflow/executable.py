@@ -179,7 +179,7 @@ class Executable:
 
         module = self.jit()
         cuda = bool(self._meta.get("cuda")) if self._meta else self.target.is_cuda
-        return virtual_machine(module, device, cuda, memory_cfg)
+        return virtual_machine(module, device, cuda, memory_cfg, functions=lambda: self.functions)
 
     def inspect(self) -> Any:
         """Build if needed (a cache hit counts) and report what runs: the host code, the kernels and
@@ -276,6 +276,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
                               machine_host(), settings.cpu_level_from)
     if pass_config is not None and not isinstance(pass_config, dict):
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
+    pass_context.check_config(pass_config)
     if isinstance(device_options, str) or not all(isinstance(o, str) for o in device_options):
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
     if name is not None and not isinstance(name, str):

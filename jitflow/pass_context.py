@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager, nullcontext
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
+from .errors import InvalidInputError
 from .logs import warn_once
 
 DEFAULT_OPT_LEVEL = 3
@@ -76,6 +77,29 @@ def warn_if_entered_late(captured: Any | None) -> None:
               "export_library(), inspect()) but was not around jitflow.compile(): it is not used (its opt level, "
               "passes, config and instruments); jitflow builds in the context compile() was called in. Enter it "
               "around jitflow.compile()")
+
+
+def check_config(pass_config: Mapping[str, Any] | None, what: str = "pass_config") -> None:
+    """Refuse, as InvalidInputError, an option TVM's PassContext does not know (naming the three
+    nearest it does) or a value TVM would not take: bad input, said before anything is lowered."""
+    if not pass_config:
+        return
+    import difflib
+
+    import tvm
+
+    known = sorted(str(name) for name in tvm.transform.PassContext.list_configs())
+    for name in pass_config:
+        if not isinstance(name, str):
+            raise InvalidInputError(f"{what}: option names are strings, not {type(name).__name__} ({name!r})")
+        if name not in known:
+            nearest = ", ".join(difflib.get_close_matches(name, known, n=3, cutoff=0))
+            raise InvalidInputError(f"{what}: {name!r} is not a TVM PassContext option; the nearest are {nearest} "
+                                    f"(tvm.transform.PassContext.list_configs() lists all {len(known)})")
+    try:
+        tvm.transform.PassContext(config=dict(pass_config))
+    except Exception as exc:  # TVM checks each value against its option's type
+        raise InvalidInputError(f"{what}: TVM refuses the value: {exc}") from None
 
 
 def _plain(value: Any) -> Any:

@@ -64,6 +64,12 @@ class Obtained:
     info: BuildInfo
     owner: Cache | NullCache
 
+    @property
+    def path(self) -> Path:
+        """Where the library is (the same as `library.path`); read it through `library.fd`, which
+        is the file that was verified."""
+        return self.library.path
+
     def close(self) -> None:
         self.owner.release(self.library)
 

@@ -30,17 +30,17 @@ def test_reading_the_key_changes_nothing(cache_dir):
 
 def test_a_cpu_target_has_no_cuda_floor_and_a_relax_module_names_its_pipeline(cache_dir):
     assert jitflow.compile(kernels.vecadd(), "c").options.cuda_floor is None
-    exe = jitflow.compile(models.mlp(), "c", pass_config={"tir.disable_vectorize": True})
-    assert exe.options.relax_pipeline == "default" and exe.options.pass_config == {"tir.disable_vectorize": True}
+    exe = jitflow.compile(models.mlp(), "c", pass_config={"tirx.disable_vectorize": True})
+    assert exe.options.relax_pipeline == "default" and exe.options.pass_config == {"tirx.disable_vectorize": True}
 
 
 def test_options_travel_as_json_and_pickle_but_process_objects_stay():
-    options = BuildOptions.make({"tir.UnrollLoop": {"auto_max_step": 16}, "tir.disable_vectorize": True},
+    options = BuildOptions.make({"tirx.UnrollLoop": {"auto_max_step": 16}, "tirx.disable_vectorize": True},
                                 ["-lineinfo"], "13.0", "zero")
     data = json.loads(json.dumps(options.to_json()))
     assert BuildOptions.from_json(data) == options
     assert pickle.loads(pickle.dumps(options)) == options
-    assert data == {"pass_config": {"tir.UnrollLoop": {"auto_max_step": 16}, "tir.disable_vectorize": True},
+    assert data == {"pass_config": {"tirx.UnrollLoop": {"auto_max_step": 16}, "tirx.disable_vectorize": True},
                     "device_options": ["-lineinfo"], "cuda_floor": "13.0", "relax_pipeline": "zero",
                     "cpu_level": None}
     caller = tvm.transform.PassContext(opt_level=2)

@@ -21,6 +21,16 @@ def test_arguments_of_the_wrong_kind_are_refused(kwargs, says):
         jitflow.compile(kernels.axpb(), "c", **kwargs)
 
 
+def test_an_unknown_pass_config_option_names_the_nearest_before_anything_is_built(cache_dir):
+    with pytest.raises(InvalidInputError) as err:
+        jitflow.compile(kernels.axpb(), "c", pass_config={"tirx.disable_vectorise": True})
+    assert str(err.value).startswith("pass_config: 'tirx.disable_vectorise' is not a TVM PassContext option; "
+                                     "the nearest are tirx.disable_vectorize, ")
+    with pytest.raises(InvalidInputError, match="pass_config: TVM refuses the value: .*tirx.disable_vectorize"):
+        jitflow.compile(kernels.axpb(), "c", pass_config={"tirx.disable_vectorize": "maybe"})
+    assert jitflow.compile(kernels.axpb(), "c", pass_config={"tirx.disable_vectorize": True}).options.pass_config
+
+
 def test_false_and_none_still_mean_what_they_say(cache_dir):
     assert not jitflow.compile(kernels.axpb(), "c", cache=False).settings.cache_enabled
     assert jitflow.compile(kernels.axpb(), "c", cache=None).settings.cache_enabled
@@ -71,6 +81,24 @@ def test_huge_or_non_finite_numbers_are_clear_errors(cache_dir, monkeypatch, var
     monkeypatch.setenv(variable, value)
     with pytest.raises(InvalidInputError, match=f"{variable}.*{says}"):
         jitflow.compile(kernels.axpb(), "c")
+
+
+def test_sizes_have_units_up_to_exbibytes_and_are_whole_bytes(cache_dir, monkeypatch):
+    from jitflow import config
+
+    assert config.parse_size("2PiB") == 2 << 50 and config.parse_size("3PB") == 3 * 1000**5
+    assert config.parse_size("7EiB") == 7 << 60 and config.parse_size("9.2EB") == 92 * 10**17
+    assert config.parse_size("1.5KiB") == 1536 and config.parse_size("0.5kb") == 500
+    with pytest.raises(InvalidInputError, match="'8EiB' is too large; at most 8 EiB less one byte"):
+        config.parse_size("8EiB")
+    for fraction in ("1.5", "1.5B", "1.0005KB"):
+        with pytest.raises(InvalidInputError, match=f"'{fraction}' is not a whole number of bytes"):
+            config.parse_size(fraction, "size")
+    monkeypatch.setenv("JITFLOW_CACHE_MAX_SIZE", "1.5")        # was read as 1 byte: every build evicted all
+    with pytest.raises(InvalidInputError, match="JITFLOW_CACHE_MAX_SIZE '1.5' is not a whole number of bytes"):
+        jitflow.compile(kernels.axpb(), "c")
+    monkeypatch.setenv("JITFLOW_CACHE_MAX_SIZE", "1PiB")
+    assert jitflow.compile(kernels.axpb(), "c").settings.cache_max_size == 1 << 50
 
 
 def test_sizes_durations_and_numbers_read_exactly_up_to_their_limits():

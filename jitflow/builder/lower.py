@@ -31,6 +31,8 @@ _CALLBACK = "tvm_callback_cuda_compile"
 _DEFERRED = "// jitflow: device code compiled ahead of time\n"
 _LOCK = threading.Lock()
 NOT_GIVEN: Any = object()
+#: what TVM's VM code generator says of a Relax operator that no pass lowered (TVM 0.27)
+_VM_CANNOT_EMIT = "CodeGenVM cannot emit this Relax operator"
 _ENTRY_RE = re.compile(r"TVM_DLL int32_t __tvm_ffi_([A-Za-z_][A-Za-z0-9_]*)\(void\* self_handle")
 
 
@@ -165,6 +167,9 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
             text = str(exc)
             if "Did you forget to bind" in text or "not bound to" in text:
                 raise ScheduleError(f"loops are not bound to GPU threads:\n{text}") from None
+            if relax and _VM_CANNOT_EMIT in text:
+                raise LoweringError(f"TVM could not lower the module for {spec.describe()}: "
+                                    f"{_not_lowered_for_vm(relax_pipeline)}\nTVM said:\n{text}") from None
             raise LoweringError(f"TVM could not lower the module for {spec.describe()}:\n{text}") from None
     root = executable.mod
     if root.kind == vm_program.KIND:
@@ -179,6 +184,22 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
                           blob_bytes=raw)
     lowered.ir = seen
     return lowered
+
+
+def _not_lowered_for_vm(relax_pipeline: Any) -> str:
+    """Why a Relax pipeline left operators that TVM's VM code generator cannot emit, and the fix."""
+    if relax_pipeline == "zero":
+        return ("the Relax pipeline 'zero' left Relax operators that the VM cannot run. TVM's 'zero' pipeline "
+                "legalizes and fuses the operators (and applies a MetaSchedule database) but does not lower them "
+                "for the VM, so it fails alone (in tvm.compile too). Leave relax_pipeline out (TVM's default "
+                "pipeline for the target); to apply tuned schedules, run 'zero' on the module before compiling "
+                "(with target, database: mod = relax.get_pipeline('zero')(mod)), so that the cache key sees the "
+                "scheduled TIR, then jitflow.compile(mod, ...) with the default pipeline. See 'Lowering: the "
+                "Relax pipeline' in docs/models.md")
+    which = f"the Relax pipeline {relax_pipeline!r}" if isinstance(relax_pipeline, str) else "the Relax pipeline Pass"
+    return (f"{which} left Relax operators that the VM cannot run: a pipeline must end with the VM lowering "
+            "passes (TVM's relax.get_pipeline('default_build') for a CPU target, or leave relax_pipeline out for "
+            "the target's default). See 'Lowering: the Relax pipeline' in docs/models.md")
 
 
 def _pack(root: Any) -> tuple[LibraryBlob, bytes]:

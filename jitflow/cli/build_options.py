@@ -108,7 +108,7 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     NAME may be an IRModule, a PrimFunc, a function returning one, or a jitflow Executable (whose
     target and options come from the file, so build options are refused with it).
     """
-    from .. import executable
+    from .. import executable, pass_context
     from .module_file import load_module_spec
 
     obj = load_module_spec(spec)
@@ -127,8 +127,10 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
         cpu_level.normalize(args.cpu_level, "--cpu-level")     # a misspelling in command-line words
     if args.relax_pipeline is not None and not _has_relax(obj):
         raise InvalidInputError(f"--relax-pipeline applies to modules with Relax functions; {spec} has none")
+    options = pass_config(args.pass_config)
+    pass_context.check_config(options, "--pass-config")      # in command-line words
     return executable.compile(obj, target, arch=archs, host=args.host, cuda_compiler=args.cuda_compiler,
-                              pass_config=pass_config(args.pass_config), device_options=list(args.device_option),
+                              pass_config=options, device_options=list(args.device_option),
                               cache=False if args.no_cache else None, cache_dir=args.cache_dir,
                               relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor,
                               cpu_level=args.cpu_level, name=spec)

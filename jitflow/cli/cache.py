@@ -108,8 +108,8 @@ def run_info(args: argparse.Namespace) -> int:
                  ("zig cache", f"{human_size(d['zig_cache']['size'])} in {d['zig_cache']['path']}"),
                  ("total", human_size(d["total_size"]))]
         if d["shared"]:
-            shown = ", ".join(f"{name} {d['shared']['counters'][name]}"
-                              for name in ("hits", "misses", "refusals", "stored"))
+            shown = ", ".join(f"{name.replace('_', ' ')} {count}"     # every counter the JSON has
+                              for name, count in d["shared"]["counters"].items())
             where = d["shared"]["url"] or f"off: {d['shared']['problem']}"
             lines.append(("shared", f"{where} ({shown}, on this machine)"))
         width = max(len(name) for name, _ in lines) + 2

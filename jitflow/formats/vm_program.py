@@ -95,6 +95,10 @@ class Function:
     param_names: tuple[str, ...]
 
 
+#: the kinds of the functions a VirtualMachine can call (the Relax functions)
+ENTRY_KINDS = ("vm", "vm_tir")
+
+
 @dataclass
 class VMProgram:
     """A decoded VM executable: function table, constant pool and instructions."""
@@ -107,7 +111,7 @@ class VMProgram:
     @property
     def entry_functions(self) -> list[str]:
         """Names of the functions a VirtualMachine can call (the Relax functions)."""
-        return [f.name for f in self.functions if f.kind in ("vm", "vm_tir")]
+        return [f.name for f in self.functions if f.kind in ENTRY_KINDS]
 
     def code(self, name: str) -> list[Instruction]:
         """The instructions of the VM function `name`."""

@@ -48,6 +48,7 @@ class Checked(NamedTuple):
     cpu_level: str | None = None                 # the CPU level its record states (None: no record)
     cpu_needs: frozenset[str] = frozenset()      # the CPU features its code needs (/proc/cpuinfo names)
     device_code: Any = None      # the device code its record states (compat.DeviceCode.from_record reads it)
+    strings: bytes = b""         # its dynamic string table (exported_functions reads it, when asked)
 
 
 def this_machine() -> str:
@@ -65,12 +66,12 @@ def check(fd: int, verify: bool = True) -> Checked:
         elf = ElfFile(fd, st.st_size)
         record = library_digest.read(elf.read, elf.size)
         state = _digest(fd, elf, record, verify)
-        _check_elf(elf)
+        strings = _check_elf(elf)
     except OSError as exc:
         raise LibraryFormatError(f"cannot be read: {exc.strerror or exc}") from None
     if record is None:
-        return Checked(_searched_needs(elf), state)
-    return Checked(record.needs, state, record.cpu_level, record.cpu_needs, record.device_code)
+        return Checked(_searched_needs(elf), state, strings=strings)
+    return Checked(record.needs, state, record.cpu_level, record.cpu_needs, record.device_code, strings)
 
 
 def digest_text(fd: int) -> str:
@@ -138,7 +139,17 @@ def _digest(fd: int, elf: ElfFile, record: library_digest.Record | None, verify:
     return "verified"
 
 
-def _check_elf(elf: ElfFile) -> None:
+def exported_functions(strings: bytes) -> tuple[str, ...]:
+    """The functions a library exports, sorted, from its dynamic string table (Checked.strings):
+    `__tvm_ffi_<name>` (TVM's own symbols, `__tvm_ffi__library_bin` and the like, have two
+    underscores after the prefix)."""
+    cut = len(_TVM_SYMBOL_PREFIX)
+    return tuple(sorted({s[cut:].decode("utf-8", "replace") for s in strings.split(b"\0")
+                         if s.startswith(_TVM_SYMBOL_PREFIX) and len(s) > cut and s[cut:cut + 1] != b"_"}))
+
+
+def _check_elf(elf: ElfFile) -> bytes:
+    """Check the ELF file for this machine and as a TVM library; its dynamic string table."""
     machine = MACHINES.get(elf.machine, f"ELF machine {elf.machine}")
     if machine != this_machine():
         raise LibraryFormatError(f"built for {machine}-linux-gnu, and this machine is {this_machine()}: load it on "
@@ -150,6 +161,7 @@ def _check_elf(elf: ElfFile) -> None:
     if strings is None or _TVM_SYMBOL_PREFIX not in strings:
         raise LibraryFormatError("not a TVM library: it exports no __tvm_ffi_ symbols (build it with jitflow or "
                                  "tvm's export_library)")
+    return strings
 
 
 def _searched_needs(elf: ElfFile) -> frozenset[str]:

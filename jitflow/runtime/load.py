@@ -10,6 +10,7 @@ from ..errors import LibraryFormatError, LoadError
 from . import cpu_features, library_check, tensors, tvm_runtime
 from .library_check import Checked
 from .library_file import LibraryFile
+from .library_module import named_module
 
 #: kept for callers of earlier releases: TVM's CUDA backend and contrib library, loaded where missing
 ensure_cuda_backend = tvm_runtime.ensure_cuda
@@ -67,6 +68,8 @@ def load_checked(library: LibraryFile, checked: Checked, device_query: Any = Non
     try:
         with library.loader_path() as name:
             module = tvm_ffi.get_global_func("ffi.Module.load_from_file.so")(name, "so")
+        strings = checked.strings                                 # lib["mian"] lists the functions
+        module = named_module(module, lambda: library_check.exported_functions(strings))
         tvm_ffi.get_global_func("ffi.ModuleGlobalsAdd")(module)  # kept alive, as tvm_ffi.load_module does
         return module
     except Exception as exc:

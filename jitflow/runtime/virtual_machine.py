@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from numbers import Integral, Number
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from . import tensors
 
@@ -64,8 +64,11 @@ class VirtualMachine:
     them. vm["fn"] is the VM function itself (a tvm_ffi Function: DLPack tensors in, tensors out).
     """
 
-    def __init__(self, library: Any, device: Any, memory_cfg: str | dict[Any, str] | None = None) -> None:
+    def __init__(self, library: Any, device: Any, memory_cfg: str | dict[Any, str] | None = None,
+                 functions: Callable[[], Sequence[str] | None] | None = None) -> None:
+        """functions: what names the VM's functions when vm[name] has none of that name (None: not known)."""
         self.module = library["vm_load_executable"]()
+        self._functions = functions
         devices = list(device) if isinstance(device, (list, tuple)) else [device]
         if devices[-1].dlpack_device_type() % _RPC_SESS_MASK != _CPU:
             devices.append(tensors.device_of("cpu", False))
@@ -79,7 +82,15 @@ class VirtualMachine:
         self.module["vm_initialization"](*init)
 
     def __getitem__(self, name: str) -> Any:
-        return self.module[name]
+        try:
+            return self.module[name]
+        except AttributeError:
+            from ..errors import FunctionNotFoundError
+
+            names = self._functions() if self._functions is not None else None
+            if names is None:
+                raise FunctionNotFoundError(name, [], note="the VM's functions could not be read") from None
+            raise FunctionNotFoundError(name, names) from None
 
     def invoke_closure(self, closure: Any, *args: Any) -> Any:
         return self.module["invoke_closure"](closure, *args)

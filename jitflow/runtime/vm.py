@@ -5,7 +5,7 @@ Uses only tvm_ffi and TVM's runtime library (virtual_machine.py), so load_vm imp
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ..errors import InvalidInputError, LoadError
 from ..formats import VM_KIND
@@ -28,8 +28,10 @@ def check_memory_cfg(memory_cfg: Any) -> None:
 
 
 def virtual_machine(module: Any, device: Any = None, cuda: bool = False,
-                    memory_cfg: str | dict[Any, str] | None = None) -> VirtualMachine:
-    """A VirtualMachine over a loaded VM library; checks the device fits the library."""
+                    memory_cfg: str | dict[Any, str] | None = None,
+                    functions: Callable[[], Sequence[str] | None] | None = None) -> VirtualMachine:
+    """A VirtualMachine over a loaded VM library; checks the device fits the library. `functions`
+    names the VM's functions for the message of vm[name] when it has none of that name."""
     check_memory_cfg(memory_cfg)
     if module.kind != VM_KIND:
         raise InvalidInputError("this library holds kernels, not a Relax VM: call its functions by name "
@@ -43,7 +45,7 @@ def virtual_machine(module: Any, device: Any = None, cuda: bool = False,
     if isinstance(memory_cfg, dict):
         memory_cfg = {device_of(d, cuda): kind for d, kind in memory_cfg.items()}
     try:
-        return VirtualMachine(module, dev, memory_cfg=memory_cfg)
+        return VirtualMachine(module, dev, memory_cfg=memory_cfg, functions=functions)
     except Exception as exc:
         raise LoadError(f"cannot start a VirtualMachine on {dev}: {exc}") from None
 
@@ -63,7 +65,22 @@ def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | dict[
     with library:
         cuda = "cuda" in checked.needs
         module = load_checked(library, checked, device_query, _gpu_index(device) if cuda else 0)
-    return virtual_machine(module, device, cuda, memory_cfg)
+    return virtual_machine(module, device, cuda, memory_cfg, functions=lambda: vm_functions(path))
+
+
+def vm_functions(path: str | os.PathLike) -> list[str] | None:
+    """The functions a VirtualMachine over the library at `path` can call, read from its VM program
+    (for messages: only the function table is decoded); None where they cannot be read."""
+    from ..errors import LibraryFormatError
+    from ..formats import library_blob, vm_program
+
+    try:
+        payloads = library_blob.payloads_of(path, VM_KIND) or []
+        if not payloads:
+            return None
+        return [f.name for f in vm_program.function_table(payloads[0]) if f.kind in vm_program.ENTRY_KINDS]
+    except LibraryFormatError:
+        return None
 
 
 def _gpu_index(device: Any) -> int:

@@ -35,9 +35,11 @@ def machine_host() -> str | None:
 
 
 def normalize(host: Any) -> str:
-    """'aarch64-linux-gnu', 'aarch64-unknown-linux-gnu', 'arm64-linux-gnu' -> 'aarch64-linux-gnu'.
+    """'aarch64-linux-gnu', 'aarch64-unknown-linux-gnu', 'arm64-linux-gnu', 'arm64' -> 'aarch64-linux-gnu'.
 
-    Anything that is not one of SUPPORTED_HOSTS is a TargetError that lists them.
+    A bare architecture (what `uname -m` prints: 'x86_64', 'aarch64', or macOS's 'arm64') names its
+    Linux glibc triple, the only OS jitflow builds for. Anything else that is not one of
+    SUPPORTED_HOSTS is a TargetError that lists them.
     """
     if not isinstance(host, str):
         raise TargetError(f"host must be a triple such as {SUPPORTED_HOSTS[-1]!r}, not {type(host).__name__}")
@@ -45,10 +47,12 @@ def normalize(host: Any) -> str:
     if len(parts) == 4 and parts[2:] == ["linux", "gnu"]:
         parts = [parts[0], *parts[2:]]          # drop the vendor: unknown, pc, none, conda, ...
     parts[0] = _ARCH_ALIASES.get(parts[0], parts[0])
+    if len(parts) == 1 and parts[0]:
+        parts += ["linux", "gnu"]               # a bare architecture
     triple = "-".join(parts)
     if triple not in SUPPORTED_HOSTS:
         guess = f"{parts[0]}-linux-gnu"
-        hint = f"; did you mean {guess!r}?" if len(parts) == 1 and guess in SUPPORTED_HOSTS else ""
+        hint = f"; did you mean {guess!r}?" if guess in SUPPORTED_HOSTS else ""
         raise TargetError(f"unsupported host {host!r}; supported hosts: {_supported()} "
                           f"(Linux with glibc 2.17 or newer){hint}")
     return triple

@@ -74,3 +74,14 @@ def test_progress_only_on_terminals_and_only_for_slow_builds(monkeypatch):
     assert out.endswith("\n")
     monkeypatch.setenv("JITFLOW_PROGRESS", "0")
     assert not progress.enabled(_Tty(), config.progress_mode())
+
+
+def test_a_bad_jitflow_log_warns_once_and_keeps_the_default(cache_dir):
+    code = """
+        import jitflow, kernels
+        jitflow.compile(kernels.axpb(705.0), "c").jit()         # a build: it logs at info
+    """
+    err = run_python(code, env={"JITFLOW_LOG": "bogus"}).stderr
+    assert err.count("JITFLOW_LOG='bogus' is not a level") == 1, err
+    assert "using the default (warnings only)" in err
+    assert "built " not in err and "lower took" not in err, err    # nothing at info: warnings only

@@ -161,6 +161,33 @@ def test_custom_pipeline_is_used(cache_dir):
 
 
 @needs_compiler
+def test_a_pipeline_that_does_not_lower_for_the_vm_says_so_and_the_documented_zero_recipe_builds(cache_dir):
+    import tvm
+    from tvm import relax
+
+    from jitflow.errors import LoweringError
+
+    w = models.mlp_weights(seed=9)
+    with pytest.raises(LoweringError) as err:      # TVM's "zero" legalizes and fuses, and stops there
+        jitflow.compile(models.mlp(weights=w), "c", relax_pipeline="zero").build()
+    text = str(err.value)
+    assert "'zero' left Relax operators that the VM cannot run" in text and "get_pipeline('zero')(mod)" in text
+    assert "docs/models.md" in text and "CodeGenVM cannot emit" in text      # TVM's own words follow
+
+    @tvm.transform.module_pass(opt_level=0, name="legalize_only")
+    def legalize_only(mod, ctx):
+        return relax.transform.LegalizeOps()(mod)
+
+    with pytest.raises(LoweringError, match="must end with the VM lowering passes"):
+        jitflow.compile(models.mlp(weights=w), "c", relax_pipeline=legalize_only).build()
+    with tvm.target.Target("c"):                   # docs/models.md: "zero" on the module, then compile
+        tuned = relax.get_pipeline("zero")(models.mlp(weights=w))
+    x = np.random.default_rng(9).standard_normal((4, 16)).astype("float32")
+    vm = jitflow.compile(tuned, "c").vm()
+    np.testing.assert_allclose(vm["main"](x).numpy(), models.mlp_reference(x, w), rtol=1e-5, atol=1e-5)
+
+
+@needs_compiler
 def test_storage_plan_of_the_mlp(cache_dir):
     exe = jitflow.compile(models.mlp(seed=7), "c")
     plan = storage_plan(exe)
@@ -203,6 +230,10 @@ def test_vm_misuse_is_explained(cache_dir, tmp_path):
         exe.vm("cuda:0")
     with pytest.raises(InvalidInputError, match=r"exe.vm\(device\)\['main'\]"):
         exe["main"]
+    with pytest.raises(jitflow.errors.FunctionNotFoundError, match="no function named 'mian'.*functions: 'main'"):
+        exe.vm("cpu")["mian"]
+    with pytest.raises(jitflow.errors.FunctionNotFoundError, match=r"jitflow.load_vm\(path, device\)\[name\]"):
+        exe.jit()["mian"]
     with pytest.raises(InvalidInputError, match="unknown device"):
         exe.vm("tpu")
     kernel_lib = jitflow.compile(kernels.vecadd(), "c").export_library(tmp_path / "k.so")

@@ -75,9 +75,9 @@ def test_with_caching_off_every_way_in_leaves_no_temporary_folder(cache_dir, tmp
     exe.export_library(tmp_path / "axpb.so")
     exe.inspect()
     with exe.open_library() as got:          # held open: readable while the block lasts
-        assert got.library.path.exists() and got.info.outcome == "built"
-        assert got.library.path.read_bytes() == (tmp_path / "axpb.so").read_bytes()
-    assert not got.library.path.exists()
+        assert got.library.path.exists() and got.info.outcome == "built" and got.path == got.library.path
+        assert got.path.read_bytes() == (tmp_path / "axpb.so").read_bytes()
+    assert not got.path.exists()
     exe.jit()
     assert [p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("jitflow-load-")] == []
     assert not cache_dir.exists()

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from cli_run import build_entries, cache_env, copy_cache, entry_folder, jf, no_traceback
+from conftest import ROOT
 from redis_server import RedisServer, redis_missing, required_in_ci
 
 BUILD = """
@@ -145,6 +146,10 @@ def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):
     out = jf("cache", "prune", "--older-than", "30d", "--dry-run", env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("would remove 1 entry (") and "KiB):" in out.stdout
+    header = out.stdout.splitlines()[1].split()
+    assert header == ["key", "module", "target", "host", "size", "why"]
+    documented = (ROOT / "docs" / "cli.md").read_text().split("## cache prune", 1)[1]
+    assert [line.split() for line in documented.splitlines() if line.startswith("  key ")] == [header, header]
     (row,) = [line for line in out.stdout.splitlines() if x86[:12] in line]
     assert "unused for 40 days (over 30 days)" in row and arm[:12] not in out.stdout
     assert "would leave" in out.stdout.splitlines()[-1] and "in 1 entry" in out.stdout
@@ -234,15 +239,16 @@ def test_doctor_says_the_shared_tier_once(built, redis_url):
     assert "shared:" in info and redis_url.split("@")[1] in info and password not in info
 
 
-@pytest.mark.parametrize("host, says", [("arm64", "did you mean 'aarch64-linux-gnu'?"),
+@pytest.mark.parametrize("host, says", [("arm64-apple-darwin", "did you mean 'aarch64-linux-gnu'?"),
                                         ("riscv64-linux-gnu", "unsupported host 'riscv64-linux-gnu'")])
 def test_warm_for_an_unknown_host_is_a_clean_usage_error(host, says):
     out = jf("warm", "--host", host)
     assert out.returncode == 2 and no_traceback(out) and says in out.stderr
 
 
-def test_warm_for_an_alias_of_aarch64(built):
-    out = jf("warm", "--host", "arm64-linux-gnu", env=built[0])
+@pytest.mark.parametrize("host", ["arm64-linux-gnu", "arm64"])
+def test_warm_for_an_alias_of_aarch64(built, host):
+    out = jf("warm", "--host", host, env=built[0])
     assert out.returncode == 0 and out.stdout.startswith("warmed zig for aarch64-linux-gnu in ")
 
 
@@ -279,3 +285,6 @@ def test_doctor_and_cache_info_say_what_is_wrong_with_the_shared_tiers_url(built
     assert f"shared:    off: JITFLOW_REMOTE_CACHE has {says}" in info.stdout and "s3cret" not in info.stdout
     shared = json.loads(jf("cache", "info", "--json", env=env).stdout)["shared"]
     assert shared["url"] is None and says in shared["problem"]
+    assert set(shared["counters"]) == {"hits", "misses", "refusals", "stored", "too_large", "errors"}
+    shown = info.stdout.rsplit(" (", 1)[1].removesuffix(", on this machine)\n").split(", ")
+    assert sorted(shown) == sorted(f"{name.replace('_', ' ')} {n}" for name, n in shared["counters"].items())

@@ -55,6 +55,24 @@ def test_build_takes_the_build_options_of_inspect(setup, tmp_path):
     assert bad.returncode == 2 and "--pass-config novalue: expected KEY=VALUE" in bad.stderr
 
 
+@pytest.mark.parametrize("option, says", [
+    ("tirx.disable_vectorise=true", "--pass-config: 'tirx.disable_vectorise' is not a TVM PassContext option; "
+                                    "the nearest are tirx.disable_vectorize, "),
+    ("tir.disable_storage_rewrite=true", "the nearest are tirx.disable_storage_rewrite, "),
+    ("tirx.disable_vectorize=maybe", "--pass-config: TVM refuses the value: Expect config tirx.disable_vectorize "
+                                     "to have type bool"),
+])
+def test_a_bad_pass_config_is_a_usage_error_naming_the_nearest_options(setup, tmp_path, option, says):
+    env, model = setup
+    out = jf("build", f"{model}:chain", "--target", "c", "--pass-config", option, "-o", str(tmp_path / "x.so"),
+             env=env)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    if "nearest" in says:
+        assert len(line.split("the nearest are ")[1].split(" (")[0].split(", ")) == 3      # three names, not 35
+    assert not (tmp_path / "x.so").exists()
+
+
 @pytest.mark.parametrize("name, options", [("exe", []), ("make", ["--target", "c"]), ("Module", ["--target", "c"])])
 def test_build_accepts_an_executable_a_function_or_a_module(setup, tmp_path, name, options):
     env, model = setup

@@ -22,7 +22,7 @@ def _wire_round_trip(req: request.Request) -> dict:
 
 
 def test_a_request_is_json_and_the_worker_rebuilds_the_same_key(cache_dir):
-    exe = jitflow.compile(kernels.axpb(700.0), "c", pass_config={"tir.disable_vectorize": True}, name="axpb 700")
+    exe = jitflow.compile(kernels.axpb(700.0), "c", pass_config={"tirx.disable_vectorize": True}, name="axpb 700")
     req = request.make(exe, str(cache_dir / "v1"))
     wire = _wire_round_trip(req)
     assert req.weights == {} and wire["key"] == exe.key

@@ -161,3 +161,38 @@ def test_the_load_path_imports_no_build_side_and_defines_no_dataclass(shipped):
                   "jitflow.pipeline", "jitflow.executable", "jitflow.targets.spec", "jitflow.targets.cpu_level")
     assert [m for m in seen["modules"] if m.startswith(build_side)] == []
     assert {"jitflow.runtime.load", "jitflow.runtime.library_check", "jitflow.runtime.compat"} <= set(seen["modules"])
+
+
+MISSING_FUNCTION = """
+    import json, sys
+    {first}
+    import jitflow, tvm_ffi
+    from jitflow.errors import FunctionNotFoundError
+    seen = {{}}
+    lib = jitflow.load({folder!r} + "/axpb.so")
+    for what, get in (("load", lambda: lib["mian"]),
+                      ("load_vm", lambda: jitflow.load_vm({folder!r} + "/mlp.so")["mian"]),
+                      ("load of a model", lambda: jitflow.load({folder!r} + "/mlp.so")["mian"])):
+        try:
+            get()
+        except FunctionNotFoundError as exc:
+            seen[what] = str(exc)
+    seen["attribute"] = type(getattr(lib, "mian", None)).__name__     # lib.mian stays an AttributeError
+    seen["class"] = [c.__module__ + "." + c.__name__ for c in type(lib).__mro__[1:3]]
+    seen["kept"] = [hasattr(lib, "time_evaluator"), lib["main"] is not None, lib.kind]
+    print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("first", ["", "import tvm"], ids=["without-tvm", "tvm-imported"])
+def test_a_missing_function_of_a_loaded_library_is_named_with_those_it_has(shipped, first):
+    proc = run_python(MISSING_FUNCTION.format(first=first, folder=str(shipped)))
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert seen["load"] == "no function named 'mian' in the module; functions: 'main'"
+    assert seen["load_vm"] == "no function named 'mian' in the module; functions: 'main'"
+    model = seen["load of a model"]
+    assert "is a Relax model" in model and "jitflow.load_vm(path, device)[name]" in model
+    assert seen["attribute"] == "NoneType"
+    # the loaded module is still the class it was (TVM's, with its extras, where tvm is imported)
+    base = "tvm.runtime.module.Module" if first else "tvm_ffi.module.Module"
+    assert seen["class"][0] == base and seen["kept"] == [bool(first), True, "library"]

@@ -21,18 +21,33 @@ ARM = "aarch64-linux-gnu"
 # -- choosing the host --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["aarch64-linux-gnu", "aarch64-unknown-linux-gnu", "arm64-linux-gnu",
-                                  " AArch64-none-linux-gnu "])
+                                  " AArch64-none-linux-gnu ", "arm64", "aarch64", "ARM64"])
 def test_host_spellings_resolve_to_one_triple(text):
     assert resolve_target("c", host=text).host == ARM
 
 
-@pytest.mark.parametrize("text", ["riscv64-linux-gnu", "aarch64-linux-musl", "x86_64-windows-msvc",
-                                  "armv7-linux-gnueabihf", "aarch64", ""])
-def test_unsupported_host_lists_the_supported_ones(text):
+@pytest.mark.parametrize("text", ["x86_64", "amd64", "X86_64"])
+def test_a_bare_x86_64_architecture_is_its_linux_triple(text):
+    assert resolve_target("c", host=text).host == "x86_64-linux-gnu"
+
+
+def test_arm64_is_the_same_library_and_key_as_aarch64_linux_gnu(cache_dir):
+    arm64 = jitflow.compile(kernels.axpb(), "c", host="arm64")
+    assert arm64.target.host == ARM and arm64.key == jitflow.compile(kernels.axpb(), "c", host=ARM).key
+
+
+@pytest.mark.parametrize("text, guess", [("riscv64-linux-gnu", None), ("aarch64-linux-musl", ARM),
+                                         ("x86_64-windows-msvc", "x86_64-linux-gnu"),
+                                         ("armv7-linux-gnueabihf", None), ("arm64-apple-darwin", ARM),
+                                         ("riscv64", None), ("", None)])
+def test_unsupported_host_lists_the_supported_ones(text, guess):
     with pytest.raises(TargetError) as err:
         resolve_target("c", host=text)
     assert f"unsupported host {text!r}" in str(err.value)
     assert all(h in str(err.value) for h in SUPPORTED_HOSTS)
+    assert ("did you mean" in str(err.value)) == (guess is not None)
+    if guess:
+        assert str(err.value).endswith(f"did you mean {guess!r}?")
 
 
 @pytest.mark.parametrize("machine, expected", [("x86_64", "x86_64-linux-gnu"), ("aarch64", ARM),
