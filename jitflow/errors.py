@@ -67,18 +67,21 @@ class HostCodeError(CompileError):
 
     TVM's C code generator or clang rejected it even after jitflow's prelude and IR rewriting, or
     jitflow's IR pass found it could not rewrite it. Names the construct and the TIR functions that
-    use it; keeps the failing tool's command and log when a tool failed.
+    use it, and what to do (`advice`: by default, rewrite it or build with TVM's LLVM host; for what
+    that host refuses too, how to change the schedule); keeps the failing tool's command and log
+    when a tool failed.
     """
 
     def __init__(self, construct: str, functions: Sequence[str], tool: str = "jitflow's C host IR pass",
-                 command: Sequence[str] | str = "", log: str = "", source_path: Path | str | None = None) -> None:
+                 command: Sequence[str] | str = "", log: str = "", source_path: Path | str | None = None,
+                 advice: str | None = None) -> None:
         super().__init__(tool, command, log, source_path)
         self.construct = construct
         self.functions = list(functions)
         where = ", ".join(repr(f) for f in self.functions) or "(function not identified)"
-        head = (f"the C host cannot build {construct} in TIR function {where}. Rewrite that construct, "
-                "or build this module with TVM's LLVM host (tvm.compile(mod, 'llvm')); please report it "
-                "to jitflow with the module.")
+        advice = advice or ("Rewrite that construct, or build this module with TVM's LLVM host "
+                            "(tvm.compile(mod, 'llvm')); please report it to jitflow with the module.")
+        head = f"the C host cannot build {construct} in TIR function {where}. {advice}"
         self.args = (f"{head}\n{self.args[0]}" if log.strip() else head,)
 
 

@@ -36,7 +36,7 @@ def build_driver(folder: Path, zig_cache: Path) -> list[str]:
 
     zig_cc.run(["-target", zig_cc.ZIG_TARGETS[ARM], "-O1", "-rdynamic",
                 f"-I{tvm_ffi.libinfo.find_include_path()}", f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}",
-                str(DRIVER), "-ldl", "-o", "ffi_driver"], cwd=folder, zig_cache=zig_cache)
+                str(DRIVER), "-ldl", "-lpthread", "-o", "ffi_driver"], cwd=folder, zig_cache=zig_cache)
     return [qemu, "-L", str(root), str(folder / "ffi_driver")]
 
 

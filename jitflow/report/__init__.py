@@ -1,5 +1,6 @@
 """What a build runs, as data: `exe.inspect()` and `jitflow inspect` gather a Report (gather.py)
-from the library and its kept sources: host functions, kernels and launches (host_code.py with
+from the library and its kept sources: host functions, kernels and launches, parallel launches on
+TVM's thread pool (host_code.py with
 c_expr.py), device allocations and copies, PTX and SASS (device_text.py), a Relax VM's storage
 plan (storage_plan.py) and a Relax model's memory plan per call and at start-up
 (memory_plan_gather.py, from the bytecode walk in vm_walk.py). The data types are in types.py
@@ -17,8 +18,10 @@ from .memory_plan import ModelConstant, ModelCopy, ModelMemory, ModelStorage, Mo
 from .report import Report, plans_svg
 from .storage_plan import Storage, StoragePlan, storage_plan
 from .types import Allocation, Copy, FatbinEntry, HostFunction, Kernel, KernelArch, KernelArg, Launch, LibraryFacts
+from .types import ParallelLaunch, ParallelLoop
 
 __all__ = ["Allocation", "Copy", "ElfInfo", "Expr", "FatbinEntry", "HostFunction", "Kernel", "KernelArch",
            "KernelArg", "LibraryFacts", "Launch", "ModelConstant", "ModelCopy", "ModelMemory", "ModelStorage",
-           "ModelTensor", "Report", "ReportDiff", "Storage", "StoragePlan", "Totals", "VMFunction", "diff",
-           "inspect_entry", "inspect_library", "plans_svg", "read_elf", "storage_plan"]
+           "ModelTensor", "ParallelLaunch", "ParallelLoop", "Report", "ReportDiff", "Storage", "StoragePlan",
+           "Totals", "VMFunction", "diff", "inspect_entry", "inspect_library", "plans_svg", "read_elf",
+           "storage_plan"]

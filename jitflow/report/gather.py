@@ -326,6 +326,7 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
         kernels=tuple(kernels),
         allocations=tuple(host.allocations) if host else None,
         copies=tuple(host.copies) if host else None,
+        parallel=tuple(host.parallel) if host else None,
         fatbin=_fatbin_entries(devices), compatibility=_compatibility(devices, _floor_of(meta), notes),
         unknown=tuple(unknown), notes=tuple(notes),
         host_c=host_c,

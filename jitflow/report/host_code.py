@@ -9,7 +9,13 @@ stack slots; a kernel's call passes its arguments, then one value per launch par
 the device module's function info (blockIdx.x, threadIdx.x, ..., dynamic shared memory).
 A host function split in two (its entry calling `jitflow_compute_f`, which follows it; see
 formats/compute_functions.py) is read as one: the compute part's lines belong to the entry, and
-its parameters mean what the entry passed.
+its parameters mean what the entry passed. So are its parallel bodies (`jitflow_parallel_f_k`,
+formats/parallel_functions.py, after the function that launches them): a call of
+`jitflow_launch_f_k` is a parallel launch on TVM's thread pool, whose loops are read from the body
+(a chunk per task: `for (i = jitflow_chunk_begin_*(extent, task_id, num_task); ...)`; a stride:
+`for (i = task_id; i < extent; i += num_task)`) with their extents in the launching function's
+terms. The C host's other functions (`jitflow_*`: the prelude's helpers, the launches' glue) are
+not host functions and are skipped.
 """
 from __future__ import annotations
 
@@ -19,9 +25,9 @@ from typing import Mapping, Sequence
 
 from ..formats.library_blob import KernelInfo
 from ..formats.vm_walk import DEVICE_TYPES
-from ..formats import c_expr, compute_functions
+from ..formats import c_expr, compute_functions, parallel_functions
 from ..formats.c_expr import Expr
-from .types import Allocation, Copy, HostFunction, Launch
+from .types import Allocation, Copy, HostFunction, Launch, ParallelLaunch, ParallelLoop
 
 _FUNC = re.compile(r"^(?!if\b|for\b|while\b|else\b|switch\b|return\b)[A-Za-z_][\w\s\*]*?\b(\w+)\s*\([^;]*\)\s*\{\s*$")
 _DECL = re.compile(r"^\s*(?:const\s+)?(?:[A-Za-z_]\w*\s*\**\s+)?\**(\w+)\s*=(?!=)\s*(.+?);\s*$")
@@ -35,6 +41,11 @@ _CALL = re.compile(r"\bTVMFFIFunctionCall\(\s*(\w+)\s*,\s*\(TVMFFIAny\*\)\s*(\w+
 _FREE = re.compile(r"\bTVMBackendFreeWorkspace\(\s*(\d+)\s*,[^,]+,\s*(\w+)\s*\)")
 _ALLOC = "TVMBackendAllocWorkspace("
 _DEVICE_COPY = "TVMDeviceCopyDataFromTo("
+_PARALLEL_LAUNCH = re.compile(rf"\b{parallel_functions.LAUNCH}(\w+)\(")
+_CHUNK_LOOP = re.compile(rf"^\s*for \([^;=]*?(\w+) = .*?\b({parallel_functions.CHUNK_BEGIN}\w+)\(")
+_STRIDE_LOOP = re.compile(r"^\s*for \([^;=]*?(\w+) = [^;]*; (\w+) < (.+); (\w+) \+= (.+)\) \{\s*$")
+_BARRIER = parallel_functions.BARRIER + "("
+_OWN = "jitflow_"
 
 _DTYPE_CODES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat"}
 _COPY_DIRECTIONS = {"tensorcopyfrombytes": "host->device", "tensorcopytobytes": "device->host"}
@@ -63,6 +74,7 @@ class HostCode:
     launches: list[Launch] = field(default_factory=list)
     copies: list[Copy] = field(default_factory=list)
     calls: list[PackedCall] = field(default_factory=list)
+    parallel: list[ParallelLaunch] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -93,8 +105,15 @@ def _dtype(code: Expr, bits: Expr) -> str:
     return f"{_DTYPE_CODES.get(code.value, f'code{code.value}')}{bits.value}"
 
 
+def _part_of(c_name: str) -> str | None:
+    """The TIR function a compute part or a parallel body belongs to; None for other C names."""
+    if c_name.startswith(compute_functions.PREFIX):
+        return compute_functions.entry_of(c_name)
+    return parallel_functions.function_of(c_name) if c_name.startswith(parallel_functions.BODY) else None
+
+
 def _exported_name(c_name: str) -> str:
-    entry = compute_functions.entry_of(c_name)
+    entry = _part_of(c_name)
     if entry is not None:
         return entry
     return c_name[len("__tvm_ffi_"):] if c_name.startswith("__tvm_ffi_") else c_name
@@ -119,28 +138,49 @@ class _Scanner:
         self.shape_arrays: dict[str, str] = {}     # main_A_shape -> "A"
         self.stacks: dict[str, dict[int, str]] = {}
         self.compute_calls: dict[str, tuple[list[str], dict[str, str], dict[str, str]]] = {}
+        self.launches: dict[str, dict] = {}        # body -> what is known of its launch so far
+        self.skipping = False                      # in one of the C host's own functions
+        self.task: tuple[str, str] | None = None   # in a parallel body: its task id and task count
 
     def scan(self, host_c: str) -> HostCode:
         for number, line in enumerate(host_c.splitlines(), 1):
-            if self.function is None:
+            if self.function is None and not self.skipping:
                 m = _FUNC.match(line)
                 if m and not line.startswith("#"):
                     self._enter(m.group(1), number, line)
                 continue
             if line.startswith("}"):
-                self._leave(number)
+                if self.skipping:
+                    self.skipping = False
+                else:
+                    self._leave(number)
                 continue
-            self._line(line, number)
+            if not self.skipping:
+                self._line(line, number)
+        self.out.parallel = [self._parallel(body, x) for body, x in self.launches.items()]
         return self.out
 
+    def _parallel(self, body: str, x: dict) -> ParallelLaunch:
+        return ParallelLaunch(x["name"], x["function"], x["line"], body, x.get("body_line"), tuple(x["loops"]),
+                              x["barriers"], x["args"])
+
     def _enter(self, name: str, number: int, header: str) -> None:
+        if name.startswith(_OWN) and _part_of(name) is None:
+            self.skipping = True
+            return
         self.function, self.start = name, number
         self.definitions, self.shape_arrays, self.stacks = {}, {}, {}
-        called = self.compute_calls.get(name) if compute_functions.entry_of(name) else None
-        if called is not None:       # a compute part: its parameters are what its entry passed
+        params = _parameters(header)
+        body = name.startswith(parallel_functions.BODY)
+        self.task = (params[0], params[1]) if body and len(params) >= len(parallel_functions.LEADING) else None
+        if body and name in self.launches:
+            self.launches[name]["body_line"] = number
+            params = params[len(parallel_functions.LEADING):]
+        called = self.compute_calls.get(name) if _part_of(name) else None
+        if called is not None:       # a compute part or a body: its parameters are what its caller passed
             args, definitions, shape_arrays = called
             self.definitions = dict(definitions)
-            for param, arg in zip(_parameters(header), args):
+            for param, arg in zip(params, args):
                 if arg in shape_arrays:
                     self.shape_arrays[param] = shape_arrays[arg]
                 elif param != arg:
@@ -149,11 +189,11 @@ class _Scanner:
     def _leave(self, number: int) -> None:
         name = _exported_name(self.function or "")
         functions = self.out.functions
-        if compute_functions.entry_of(self.function or "") and functions and functions[-1].name == name:
+        if _part_of(self.function or "") and functions and functions[-1].name == name:
             functions[-1] = HostFunction(name, functions[-1].symbol, functions[-1].line, number)
         else:
             functions.append(HostFunction(name, self.function or "", self.start, number))
-        self.function = None
+        self.function, self.task = None, None
 
     @property
     def fname(self) -> str:
@@ -165,6 +205,12 @@ class _Scanner:
     def _line(self, line: str, number: int) -> None:
         for callee, paren in compute_functions.calls(line) if compute_functions.PREFIX in line else ():
             self.compute_calls[callee] = (call_args(line, paren), self.definitions, self.shape_arrays)
+        if parallel_functions.LAUNCH in line:
+            self._parallel_launch(line, number)
+        if self.task is not None and "for (" in line:
+            self._loop(line)
+        if self.task is not None and _BARRIER in line and self.function in self.launches:
+            self.launches[self.function]["barriers"] += 1
         for m in _LOOKUP.finditer(line):
             self.handles[m.group(2)] = m.group(1)
         m = _STACK_SET.match(line)
@@ -191,6 +237,29 @@ class _Scanner:
         m = _DECL.match(line)
         if m and not line.lstrip().startswith(("if", "return", "(")):
             self._definition(m.group(1), m.group(2))
+
+    def _parallel_launch(self, line: str, number: int) -> None:
+        """A call of a parallel launch's launcher: the launch, and what its body's parameters mean."""
+        for m in _PARALLEL_LAUNCH.finditer(line):
+            args = call_args(line, m.end() - 1)
+            body = parallel_functions.BODY + m.group(1)
+            self.compute_calls[body] = (args, self.definitions, self.shape_arrays)
+            self.launches[body] = {"name": m.group(1), "function": self.fname, "line": number, "loops": [],
+                                   "barriers": 0, "args": tuple(self.expr(a).text for a in args)}
+
+    def _loop(self, line: str) -> None:
+        """A loop of a parallel body that the tasks share: a chunk each, or a stride."""
+        launch = self.launches.get(self.function or "")
+        task_id, num_task = self.task or ("", "")
+        m = _CHUNK_LOOP.match(line)
+        if m and launch is not None:
+            extent = call_args(line, m.end() - 1)[0]
+            launch["loops"].append(ParallelLoop(m.group(1), self.expr(extent), "chunks"))
+            return
+        m = _STRIDE_LOOP.match(line)
+        if m and launch is not None and m.group(1) == m.group(2) == m.group(4) \
+                and re.search(rf"\b{num_task}\b", m.group(5)) and task_id in line.split(";", 1)[0]:
+            launch["loops"].append(ParallelLoop(m.group(1), self.expr(m.group(3)), "stride"))
 
     def _definition(self, name: str, value: str) -> None:
         read = _SHAPE_READ.search(value)

@@ -27,6 +27,7 @@ from .types import (
     Kernel,
     Launch,
     LibraryFacts,
+    ParallelLaunch,
 )
 
 SCHEMA = "jitflow.inspect/2"
@@ -48,6 +49,7 @@ class Report:
     kernels: tuple[Kernel, ...] = ()
     allocations: tuple[Allocation, ...] | None = None
     copies: tuple[Copy, ...] | None = None
+    parallel: tuple[ParallelLaunch, ...] | None = None    # launches on TVM's thread pool (None: no host code)
     fatbin: tuple[FatbinEntry, ...] = ()
     compatibility: Compatibility | None = None     # GPUs and drivers the device code serves
     unknown: tuple[str, ...] = ()                  # what this report cannot know, and why
@@ -60,7 +62,7 @@ class Report:
     model: ModelMemory | None = None               # a Relax model's memory per call and at start-up
 
     _COMPARED = ("origin", "library", "target", "key", "build", "functions", "symbols", "kernels",
-                 "allocations", "copies", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda",
+                 "allocations", "copies", "parallel", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda",
                  "host_c_path", "model")
 
     def __eq__(self, other: object) -> bool:
@@ -177,6 +179,7 @@ class Report:
             "allocation_totals": None if totals is None else {"count": totals.count,
                                                               "bytes": totals.bytes.to_json()},
             "copies": None if self.copies is None else [c.to_json() for c in self.copies],
+            "parallel_launches": None if self.parallel is None else [x.to_json() for x in self.parallel],
             "fatbin": [asdict(e) for e in self.fatbin],
             "compatibility": None if self.compatibility is None else self.compatibility.to_json(),
             "unknown": list(self.unknown),
@@ -211,6 +214,8 @@ class Report:
             allocations=None if d.get("allocations") is None
             else tuple(Allocation.from_json(a) for a in d["allocations"]),
             copies=None if d.get("copies") is None else tuple(Copy.from_json(c) for c in d["copies"]),
+            parallel=None if d.get("parallel_launches") is None
+            else tuple(ParallelLaunch.from_json(x) for x in d["parallel_launches"]),
             fatbin=tuple(FatbinEntry(**e) for e in d.get("fatbin", ())),
             compatibility=Compatibility.from_json(d["compatibility"]) if d.get("compatibility") else None,
             unknown=tuple(d.get("unknown", ())), notes=tuple(d.get("notes", ())),
@@ -252,7 +257,7 @@ def memory_section(rep: Report) -> list[str]:
 
 
 def host_section(rep: Report) -> list[str]:
-    return text.host_section(rep.functions, rep.allocations, rep.launches, rep.copies)
+    return text.host_section(rep.functions, rep.allocations, rep.launches, rep.copies, rep.parallel)
 
 
 #: How the sources are named: as attributes of the report (Python) or as `jitflow inspect` options.

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from ..text_format import exact_bytes, table
 from ..formats.c_expr import Expr
 from .types import Allocation, AllocationTotals, Compatibility, Copy, FatbinEntry, HostFunction, Kernel, Launch
-from .types import LibraryFacts
+from .types import LibraryFacts, ParallelLaunch
 
 
 def size_text(size: Expr) -> str:
@@ -147,9 +147,19 @@ def host_copies(copies: Sequence[Copy]) -> list[str]:
         [[c.function, c.call, c.direction, where(c.line), ", ".join(c.args)] for c in copies], indent="  ")
 
 
+def parallel_text(x: ParallelLaunch) -> str:
+    """'parallel i < 64 (chunks) on TVM's thread pool: jitflow_parallel_main_0 (host.c:120)'."""
+    loops = ", ".join(f"{p.var} < {p.extent.text} ({p.schedule})" for p in x.loops) or "no loop found"
+    barriers = f", {x.barriers} barrier{'s' if x.barriers != 1 else ''}" if x.barriers else ""
+    body = f"{x.body} ({where(x.body_line)})" if x.body_line else x.body
+    return f"parallel {loops}{barriers} on TVM's thread pool: {body}"
+
+
 def host_section(functions: Sequence[HostFunction] | None, allocations: Sequence[Allocation] | None,
-                 launches: Sequence[Launch], copies: Sequence[Copy] | None) -> list[str]:
-    """Per host function, what it does in order: allocate, launch, copy, free."""
+                 launches: Sequence[Launch], copies: Sequence[Copy] | None,
+                 parallel: Sequence[ParallelLaunch] | None = None) -> list[str]:
+    """Per host function, what it does in order: allocate, launch (kernels, parallel loops on TVM's
+    thread pool), copy, free."""
     if functions is None:
         return []
     out = []
@@ -167,6 +177,9 @@ def host_section(functions: Sequence[HostFunction] | None, allocations: Sequence
         for c in copies or ():
             if c.function == f.name:
                 events.append((c.line, f"copy    {c.call} ({c.direction})"))
+        for p in parallel or ():
+            if p.function == f.name:
+                events.append((p.line, parallel_text(p)))
         peak = f", workspace peak {size_text(f.peak)}" if f.peak is not None and f.peak.value != 0 else ""
         out.append(f"host function {f.name} (host.c:{f.line}-{f.end_line}){peak}:")
         out += [f"  {line:>5}  {text}" for line, text in sorted(events)] or ["  (no launches, allocations or copies)"]

@@ -1,5 +1,6 @@
 """The parts of an inspection report, as plain data with a stable JSON form: host functions, kernels
-and their launches, device allocations, copies, the fatbin's entries, the library itself.
+and their launches, parallel launches on TVM's thread pool, device allocations, copies, the fatbin's
+entries, the library itself.
 
 The Report that holds them is in report.py, their text in text.py; host_code.py reads them from the
 host C and gather.py puts a Report together. Fields are None where the report cannot know them (a
@@ -124,6 +125,51 @@ class Launch:
         return cls(d["kernel"], d["function"], d["line"], _dims(d["grid"]), _dims(d["block"]),
                    Expr.from_json(d["dynamic_shared_memory"]), tuple(d.get("args", ())),
                    tuple(d.get("flags", ())), d.get("position"), bool(d.get("replayed")))
+
+
+@dataclass(frozen=True)
+class ParallelLoop:
+    """One parallel loop of a parallel launch: its variable, its extent (iterations: a number or an
+    expression of the symbols), and how the tasks share it: "chunks" (task t of n runs the t-th of n
+    contiguous chunks) or "stride" (task t runs iterations t, t + n, ...)."""
+
+    var: str
+    extent: Expr
+    schedule: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"var": self.var, "extent": self.extent.to_json(), "schedule": self.schedule}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ParallelLoop":
+        return cls(d["var"], Expr.from_json(d["extent"]), d["schedule"])
+
+
+@dataclass(frozen=True)
+class ParallelLaunch:
+    """One launch of parallel loops on TVM's thread pool (TVMBackendParallelLaunch, one task per
+    thread of the pool): where the host function launches it, its body function and the line that
+    defines it, the loops the tasks share, the barriers between them, the values passed to the body."""
+
+    name: str                            # the launch's name, `f_k` (formats/parallel_functions.py)
+    function: str
+    line: int
+    body: str                            # the C function each task runs
+    body_line: int | None = None
+    loops: tuple[ParallelLoop, ...] = ()
+    barriers: int = 0
+    args: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "function": self.function, "line": self.line, "body": self.body,
+                "body_line": self.body_line, "loops": [x.to_json() for x in self.loops],
+                "barriers": self.barriers, "args": list(self.args)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ParallelLaunch":
+        return cls(d["name"], d["function"], d["line"], d["body"], d.get("body_line"),
+                   tuple(ParallelLoop.from_json(x) for x in d.get("loops", ())), int(d.get("barriers", 0)),
+                   tuple(d.get("args", ())))
 
 
 @dataclass(frozen=True)

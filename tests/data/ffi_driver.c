@@ -9,9 +9,11 @@
  * Exit status: 0 on success, 2 when the function reports an error (printed on stderr), 1 on misuse.
  *
  * The library's calls into the TVM runtime resolve to the definitions below: the executable
- * exports them (link it with -rdynamic), so the library loads without libtvm.
+ * exports them (link it with -rdynamic, -lpthread), so the library loads without libtvm. Parallel
+ * launches run on DRIVER_TASKS threads (the caller is task 0), with a barrier for their group.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 
 #define MAX_ARGS 16
 #define MAX_DIMS 6
+#define DRIVER_TASKS 3
 
 static char last_error[4096];
 
@@ -45,6 +48,63 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, 
 int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr) {
   (void)device_type, (void)device_id;
   free(ptr);
+  return 0;
+}
+
+/* TVM's parallel launch ABI (tvm/runtime/c_backend_api.h) */
+typedef struct {
+  void* sync_handle;
+  int32_t num_task;
+} TVMParallelGroupEnv;
+typedef int (*FTVMParallelLambda)(int task_id, TVMParallelGroupEnv* penv, void* cdata);
+
+typedef struct {
+  FTVMParallelLambda flambda;
+  TVMParallelGroupEnv* env;
+  void* cdata;
+  int task_id;
+  int status;
+} Task;
+
+static void* run_task(void* arg) {
+  Task* task = (Task*)arg;
+  task->status = task->flambda(task->task_id, task->env, task->cdata);
+  return NULL;
+}
+
+int TVMBackendParallelLaunch(FTVMParallelLambda flambda, void* cdata, int num_task) {
+  pthread_barrier_t barrier;
+  TVMParallelGroupEnv env;
+  Task tasks[DRIVER_TASKS];
+  pthread_t threads[DRIVER_TASKS];
+  int n = num_task > 0 && num_task < DRIVER_TASKS ? num_task : DRIVER_TASKS, failed = 0;
+  pthread_barrier_init(&barrier, NULL, (unsigned)n);
+  env.sync_handle = &barrier;
+  env.num_task = n;
+  for (int i = 0; i < n; ++i) {
+    tasks[i] = (Task){flambda, &env, cdata, i, 0};
+    if (i > 0) pthread_create(&threads[i], NULL, run_task, &tasks[i]);
+  }
+  run_task(&tasks[0]);
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) pthread_join(threads[i], NULL);
+    failed |= tasks[i].status != 0;
+  }
+  pthread_barrier_destroy(&barrier);
+  return failed ? -1 : 0;
+}
+
+int TVMBackendParallelBarrier(int task_id, TVMParallelGroupEnv* penv) {
+  (void)task_id;
+  pthread_barrier_wait((pthread_barrier_t*)penv->sync_handle);
+  return 0;
+}
+
+/* errors are the message in last_error: there are no error objects to move between threads */
+void TVMFFIErrorMoveFromRaised(TVMFFIObjectHandle* result) { *result = NULL; }
+void TVMFFIErrorSetRaised(TVMFFIObjectHandle error) { (void)error; }
+int TVMFFIObjectDecRef(TVMFFIObjectHandle obj) {
+  (void)obj;
   return 0;
 }
 

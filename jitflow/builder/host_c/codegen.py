@@ -2,7 +2,8 @@
 
 TVM looks `target.build.c` up each time it prints a host module (for kernels, for the host side
 of CUDA modules and for Relax VM executables alike), so replacing it for the duration of one
-`tvm.compile` puts legalize.py and outline.py right before printing, on the IR TVM finished lowering.
+`tvm.compile` puts legalize.py, outline.py and parallel.py right before printing, on the IR TVM
+finished lowering.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ...errors import HostCodeError
 from ...formats.compute_functions import entry_of
 from .legalize import function_name, legalize_module
 from .outline import outline_module
+from .parallel import parallelize_module
 
 _BUILD_C = "target.build.c"
 _LOCK = threading.Lock()
@@ -63,17 +65,17 @@ def _tir_function(gvar: Any, func: Any) -> str:
 
 @dataclass
 class Printed:
-    """What the wrapped printer did that the C text does not say: the compute functions whose
-    buffers do not alias (outline.py), for outline_c.py to make `restrict`."""
+    """What the wrapped printer did that the C text does not say: the compute functions and parallel
+    bodies whose buffers do not alias (outline.py, parallel.py), for outline_c.py to make `restrict`."""
 
     restrict: set[str] = field(default_factory=set)
 
 
 @contextmanager
 def legalized_c_host(every_function: bool = False) -> Iterator[Printed]:
-    """While active, TVM's C host modules are legalized before printing and their functions' work
-    outlined (outline.py; `every_function`: not only where no aliasing is promised); a failure is a
-    HostCodeError."""
+    """While active, TVM's C host modules are legalized before printing, their functions' work
+    outlined (outline.py; `every_function`: not only where no aliasing is promised) and their
+    parallel loops launched on TVM's thread pool (parallel.py); a failure is a HostCodeError."""
     import tvm_ffi
 
     original = tvm_ffi.get_global_func(_BUILD_C)
@@ -83,7 +85,8 @@ def legalized_c_host(every_function: bool = False) -> Iterator[Printed]:
     def build(mod: Any, target: Any) -> Any:
         try:
             legal, restrict = outline_module(legalize_module(mod), every_function)
-            printed.restrict |= restrict
+            legal, bodies = parallelize_module(legal, restrict)
+            printed.restrict |= restrict | bodies
         except HostCodeError as exc:
             failures.append(exc)
             raise

@@ -26,7 +26,7 @@ wrappers of packed calls) keep their code.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ...errors import HostCodeError
 from ...formats.compute_functions import PREFIX, compute_name
@@ -83,26 +83,38 @@ def _definition_order(body: Any, scope: Any) -> dict[int, int]:
     return rank
 
 
+def outlined(stmt: Any, defined: Sequence[Any] = (), end: Sequence[Any] = ()) -> tuple[Any, list[tuple[Any, Any, Any]]]:
+    """`stmt` moved into a function of its own: (its body: each buffer `stmt` uses declared over a data
+    pointer, then `stmt`, then `end`; for each value the body needs from where `stmt` was: the
+    variable, the function's parameter, the caller's argument). Buffers come first, then the other
+    variables, each in the order `stmt` first uses them; `defined` are variables the function
+    defines itself (parameters of its own)."""
+    import tvm
+
+    tirx = tvm.tirx
+    pointers, declarations, values = {}, [], []
+    for var in tirx.analysis.undefined_vars(stmt, list(defined)):
+        if tirx.is_buffer_var(var):
+            pointer = tvm.ir.expr.Var(var.name, tirx.buffer_data_pointer_type(var))   # the name the body reads
+            pointers[var.__chandle__()] = pointer
+            declarations.append(tirx.DeclBuffer(var, data=pointer))
+            values.append((var, pointer, tirx.buffer_data(var)))
+    body = tirx.SeqStmt([*declarations, stmt, *end])
+    values += [(v, v, v) for v in tirx.analysis.undefined_vars(body, [*defined, *pointers.values()])
+               if not tirx.is_buffer_var(v)]
+    return body, values
+
+
 def _compute_function(entry_body: Any, scope: Any) -> tuple[Any, list[Any]]:
     """The compute function of a scope, and the entry's values of its parameters."""
     import tvm
 
     tirx = tvm.tirx
-    pointers, declarations, params = {}, [], []
-    for var in tirx.analysis.undefined_vars(scope.body, []):
-        if tirx.is_buffer_var(var):
-            pointer = tvm.ir.expr.Var(var.name, tirx.buffer_data_pointer_type(var))   # the name the body reads
-            pointers[var.__chandle__()] = pointer
-            declarations.append(tirx.DeclBuffer(var, data=pointer))
-            params.append(var)
-    inner = tirx.SeqStmt([*declarations, scope.body, tirx.Return(tirx.IntImm("int32", 0))])
-    params += [v for v in tirx.analysis.undefined_vars(inner, list(pointers.values())) if not tirx.is_buffer_var(v)]
+    inner, values = outlined(scope.body, end=[tirx.Return(tirx.IntImm("int32", 0))])
     rank = _definition_order(entry_body, scope)
-    params.sort(key=lambda v: rank.get(v.__chandle__(), len(rank)))       # a stable sort
-    func = tirx.PrimFunc([pointers.get(v.__chandle__(), v) for v in params], inner,
-                         ret_type=tvm.ir.PrimType("int32"))
-    args = [tirx.buffer_data(v) if v.__chandle__() in pointers else v for v in params]
-    return func, args
+    values.sort(key=lambda v: rank.get(v[0].__chandle__(), len(rank)))       # a stable sort
+    func = tirx.PrimFunc([param for _, param, _ in values], inner, ret_type=tvm.ir.PrimType("int32"))
+    return func, [arg for _, _, arg in values]
 
 
 def _calling(callee: Any, args: list[Any]) -> Any:

@@ -1,7 +1,8 @@
 """TVM's host C made compilable on its own by zig's clang, and clang's complaints about it made readable.
 
-The text changes are inserting the typed prelude (prelude.py) after TVM's `#include <math.h>` and
-the compute functions' signatures and places (outline_c.py); everything else TVM's printer gets
+The text changes are inserting the typed prelude (prelude.py, ended by the C of the parallel
+launches: parallel_c.py) after TVM's `#include <math.h>` and the compute functions' and parallel
+bodies' signatures and places (outline_c.py); everything else TVM's printer gets
 wrong is fixed in the IR before printing (legalize.py).
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import AbstractSet
 from ...errors import CompileError, HostCodeError
 from ...formats.compute_functions import PREFIX as _COMPUTE_PREFIX, entry_of
 from .outline_c import place_compute
+from .parallel_c import launches_for
 from .prelude import END_MARK, MARK, prelude_for
 
 _ANCHOR = "#include <math.h>\n"
@@ -23,13 +25,16 @@ _ENTRY_PREFIX = "__tvm_ffi_"
 
 def host_source(text: str, restrict: AbstractSet[str] = frozenset()) -> str:
     """TVM's host C with the jitflow prelude in front of its code (after its includes) and its compute
-    functions placed (`restrict`: those whose buffers do not alias, codegen.Printed)."""
+    functions and parallel bodies placed (`restrict`: those whose buffers do not alias, codegen.Printed)."""
     if not text.strip() or MARK in text:
         return text
     head, sep, rest = text.partition(_ANCHOR)
     if not sep:
         head, rest = "", text
-    return head + sep + prelude_for(text) + place_compute(rest, restrict)
+    prelude, launches = prelude_for(text), launches_for(text)
+    if launches:        # the parallel launches' C ends the prelude: a clang error in it reads as jitflow's
+        prelude = prelude.replace(END_MARK, launches + END_MARK)
+    return head + sep + prelude + place_compute(rest, restrict)
 
 
 def tir_name(symbol: str) -> str:

@@ -249,6 +249,8 @@ _ENTRY_PREFIX = "__tvm_ffi_"
 
 
 _ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)")
+#: a struct type's definition, with its tag (the parallel launches' closures: parallel_c.py)
+_STRUCT = re.compile(r"\s*struct\s+(\w+)\s*\{")
 
 
 def _declared(item: Item) -> str | None:
@@ -265,9 +267,9 @@ def split_entries(text: str) -> tuple[str, str] | None:
     into the same library, or None where the entries use anything the file defines other than the
     functions they call (its state, its static helpers, its variables).
 
-    The entries' file holds the directives and types, the prototypes the entries need and the
-    entries, nothing else: two modules with entries of the same signatures (calling outlined
-    bodies: outline.py) give the same text, so its object can be shared."""
+    The entries' file holds the directives and types (a struct only if they name it), the prototypes
+    the entries need and the entries, nothing else: two modules with entries of the same signatures
+    (calling outlined bodies: outline.py) give the same text, so its object can be shared."""
     try:
         items = scan(text.replace(_CPP_WRAPPER, ""))
     except ValueError:
@@ -287,7 +289,8 @@ def split_entries(text: str) -> tuple[str, str] | None:
             mine.append(it.text)
             rest.append(_stand_in(it))
         elif it.kind == "directive" or (it.kind == "declaration" and it.name is None and declared is None):
-            mine.append(it.text)              # directives and types
+            tag = _STRUCT.match(it.code)
+            mine.append(it.text if tag is None or tag.group(1) in used else "")  # directives, types they may name
             rest.append(it.text)
         elif declared is not None:            # a prototype: in the entries' file only if they need it
             mine.append(it.text if declared in used else "")
