@@ -48,6 +48,9 @@ class LaneSplitter:
                        prim.BitwiseXor)
         self.unary = (prim.Not, prim.BitwiseNot)
         self.split: dict[int, list[Any]] = {}   # a vector variable (by handle) -> its lanes as scalars
+        from .legalize import VECTOR_MATH
+
+        self.vector_math = VECTOR_MATH
 
     # -- which statements need splitting ---------------------------------------------------------
 
@@ -70,7 +73,9 @@ class LaneSplitter:
             name = getattr(node.op, "name", "")
             if name in _EXTERN_OPS:
                 return not str(node.args[0].value).startswith(CONVERT_PREFIX)
-            return name not in _VECTOR_OPS             # math and other intrinsics on vectors
+            if name in self.vector_math and dtype.type_code == 2 and dtype.bits in (16, 32):
+                return False                           # mathlib.py's vector form (legalize.py)
+            return name not in _VECTOR_OPS             # other math and intrinsics on vectors
         return False
 
     def needs_split(self, *exprs: Any) -> bool:
