@@ -24,7 +24,7 @@ import struct
 from typing import Any
 
 from ...errors import HostCodeError
-from .lanes import CannotSplit, LaneSplitter, dtype_of, lanes_of, mutate
+from .lanes import CannotSplit, LaneSplitter, dtype_of, flatten_vector_buffers, lanes_of, mutate
 from .mathlib import PUBLIC as _MATHLIB
 from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type
 from .source import tir_name
@@ -263,7 +263,7 @@ def legalize_module(mod: Any) -> Any:
             continue
         splitter = LaneSplitter()
         try:
-            body = mutate(func.body, [(tvm.tirx.SeqStmt, rewriter.seq), *splitter.handlers()])
+            body = mutate(flatten_vector_buffers(func.body), [(tvm.tirx.SeqStmt, rewriter.seq), *splitter.handlers()])
             body = mutate(body, rewriter.handlers())
         except CannotSplit as exc:
             raise HostCodeError(f"{exc} (no C vector type or operator for it)",
