@@ -282,3 +282,38 @@ def test_math_is_written_only_where_used_and_vector_statements_stay_vectors(math
     assert "jitflow_erff(" in code                       # TVM leaves erf's loop serial: the scalar form
     small = mathlib.definitions("jitflow_expf_x4(x)")
     assert "jitflow_kexp_x4" in small and "klog" not in small and "jitflow_expf(" not in small
+
+
+# -- what the baseline costs, said where it costs ---------------------------------------------------
+
+def test_a_baseline_build_with_vector_code_says_what_this_cpu_could_run(env, monkeypatch):
+    """The build report of a library with vector code built for the baseline on a CPU that runs more
+    names the level and cpu_level='native'; a build without vectors, or at a level, says nothing."""
+    from jitflow.targets import hosts
+
+    v3 = cpu_level.LEVELS[cpu_level.X86]["x86-64-v3"][1]
+    monkeypatch.setattr(hosts, "machine_host", lambda: cpu_level.X86)
+    with cpu_features.simulated(v3, "a v3 CPU"):
+        vector = jitflow.compile(_widths_module()["w8"], "c", cache=False)
+        vector.build()
+        plain = jitflow.compile(matmul_32_lanes.with_attr("global_symbol", "main"), "c", cache=False,
+                                pass_config={"tirx.disable_vectorize": True})
+        plain.build()
+        chosen = jitflow.compile(_widths_module()["w8"], "c", cache=False, cpu_level="x86-64-v2")
+        chosen.build()
+    assert "note: vector code and math built for the baseline use SSE2" in str(vector.build_info)
+    assert "this CPU runs x86-64-v3: cpu_level='native'" in str(vector.build_info)
+    assert plain.build_info.note is None and chosen.build_info.note is None
+
+
+def test_vector_math_libraries_need_only_libc_and_libm_at_glibc_2_17(math_builds, tmp_path):
+    """No libmvec, nothing newer than glibc 2.17: the math is inline C."""
+    from portability import PORTABLE_NEEDED
+
+    from jitflow.formats import elf
+
+    for exe in math_builds.values():
+        info = elf.read(exe.build_info.library)
+        assert set(info.needed) <= PORTABLE_NEEDED and not any("mvec" in n for n in info.needed), info.needed
+        assert info.glibc_baseline is None or tuple(map(int, info.glibc_baseline.split("."))) <= (2, 17)
+        assert "__tvm_ffi_exp" in info.exported and "__tvm_ffi_erf" in info.exported

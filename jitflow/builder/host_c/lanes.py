@@ -43,7 +43,8 @@ def lanes_of(expr: Any) -> int:
 class LaneSplitter:
     """Rewrites the vector statements of one function that C cannot express; keeps the split variables."""
 
-    def __init__(self) -> None:
+    def __init__(self, vector_math: frozenset[str] = frozenset()) -> None:
+        """vector_math: the TIR ops whose vector forms C can call (legalize.py's mathlib.py functions)."""
         import tvm
 
         prim = tvm.ir.prim.expr
@@ -55,9 +56,7 @@ class LaneSplitter:
         self.unary = (prim.Not, prim.BitwiseNot)
         self.split: dict[int, list[Any]] = {}   # a vector variable (by handle) -> its lanes as scalars
         self.pieces: dict[int, list[tuple[int, Any]]] = {}   # a wide vector variable -> its pieces
-        from .legalize import VECTOR_MATH
-
-        self.vector_math = VECTOR_MATH
+        self.vector_math = vector_math
 
     # -- which statements need splitting ---------------------------------------------------------
 

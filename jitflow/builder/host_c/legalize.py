@@ -261,7 +261,7 @@ def legalize_module(mod: Any) -> Any:
     for gvar, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc) or not needs_legalizing(func):
             continue
-        splitter = LaneSplitter()
+        splitter = LaneSplitter(VECTOR_MATH)
         try:
             body = mutate(flatten_vector_buffers(func.body), [(tvm.tirx.SeqStmt, rewriter.seq), *splitter.handlers()])
             body = mutate(body, rewriter.handlers())

@@ -107,6 +107,12 @@ def module_helpers(source: str) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
+def uses_vectors(host_c: str) -> bool:
+    """Whether a host C source's prelude defines vector types or math (what a CPU level speeds up)."""
+    head = host_c.partition(END_MARK)[0]
+    return "ext_vector_type" in head or mathlib.PREFIX + "f2d" in head
+
+
 def prelude_for(source: str) -> str:
     """The prelude for one host C source: the fixed definitions, the vector types it and its helpers
     name, the helpers it calls and the math functions it calls (mathlib.py)."""
