@@ -317,3 +317,38 @@ def test_vector_math_libraries_need_only_libc_and_libm_at_glibc_2_17(math_builds
         assert set(info.needed) <= PORTABLE_NEEDED and not any("mvec" in n for n in info.needed), info.needed
         assert info.glibc_baseline is None or tuple(map(int, info.glibc_baseline.split("."))) <= (2, 17)
         assert "__tvm_ffi_exp" in info.exported and "__tvm_ffi_erf" in info.exported
+
+
+def test_native_builds_for_this_cpu_and_runs_in_jit(env):
+    """cpu_level='native' is this machine's level, for local jit() use: it builds, loads and computes."""
+    exe = jitflow.compile(_widths_module()["w32"], "c", cpu_level="native")
+    n = ROWS * 32
+    a = np.random.default_rng(1).uniform(-4, 4, n).astype("float32")
+    b, c = (tvm.runtime.tensor(np.zeros(n, "float32")) for _ in range(2))
+    exe(tvm.runtime.tensor(a), b, c)
+    np.testing.assert_allclose(c.numpy(), np.exp(a) + np.sqrt(np.abs(a)), rtol=1e-5, atol=1e-5)
+    assert exe.options.cpu_level.name == "native" and exe.build_info.note is None
+
+
+def test_the_prelude_holds_only_what_the_source_uses():
+    """The prelude is compiled for every build: a kernel without vectors or math gets a few lines; one
+    vectorized exp gets its types and exp's kernel, not log's."""
+    from jitflow.builder.host_c import prelude
+
+    plain = prelude.prelude_for("int32_t f(int32_t x) { return x; }")
+    assert len(plain) < 1200 and "ext_vector_type" not in plain
+    exp8 = prelude.prelude_for("float8 y = jitflow_expf_x8(x);")
+    assert {"float8", "double8", "int64_t8"} <= set(re.findall(r"typedef \w+ (\w+) ", exp8))
+    assert "jitflow_kexp_x8" in exp8 and "jitflow_klog" not in exp8 and "float4" not in exp8
+    assert len(exp8) < 3000
+
+
+def test_math_libraries_are_byte_identical_when_rebuilt(tmp_path, zig_cache):
+    """Two builds of the math module in two empty caches give the same bytes."""
+    mod = _math_module(True)
+    libraries = []
+    for name in ("a", "b"):
+        exe = jitflow.compile(mod, "c", cache_dir=tmp_path / name)
+        exe.build()
+        libraries.append(exe.build_info.library.read_bytes())
+    assert libraries[0] == libraries[1]
