@@ -309,8 +309,7 @@ class LaneSplitter:
             return self.store(stmt) if self.needs_split(stmt.value, *stmt.indices) else stmt
 
         def on_store(stmt: Any, _m: Any) -> Any:
-            if self.wide(stmt.value) and self.tvm.tirx.BufferStore is type(stmt) \
-                    and all(lanes_of(i) in (1, lanes_of(stmt.value)) for i in stmt.indices):
+            if self.wide(stmt.value) and all(lanes_of(i) in (1, lanes_of(stmt.value)) for i in stmt.indices):
                 out = self.store_pieces(stmt)
                 return tirx.SeqStmt([split_store(s) if isinstance(s, tirx.BufferStore) else self._bind_piece(s)
                                      for s in out.seq])
