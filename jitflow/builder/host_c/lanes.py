@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .prelude import CONVERT_PREFIX, has_c_type
+from .prelude import CONVERT_PREFIX, VLOAD_PREFIX, has_c_type
 
 #: ops whose vector form the C printer writes with C operators that work on prelude vectors.
 _VECTOR_OPS = {"tirx.bitwise_and", "tirx.bitwise_or", "tirx.bitwise_xor", "tirx.bitwise_not",
@@ -78,7 +78,7 @@ class LaneSplitter:
         if isinstance(node, tvm.ir.Call):
             name = getattr(node.op, "name", "")
             if name in _EXTERN_OPS:
-                return not str(node.args[0].value).startswith(CONVERT_PREFIX)
+                return not str(node.args[0].value).startswith((CONVERT_PREFIX, VLOAD_PREFIX))
             if name in self.vector_math and dtype.type_code == 2 and dtype.bits in (16, 32):
                 return False                           # mathlib.py's vector form (legalize.py)
             return name not in _VECTOR_OPS             # other math and intrinsics on vectors

@@ -26,7 +26,7 @@ from typing import Any
 from ...errors import HostCodeError
 from .lanes import CannotSplit, LaneSplitter, dtype_of, flatten_vector_buffers, lanes_of, mutate
 from .mathlib import PUBLIC as _MATHLIB
-from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type
+from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type, vector_load
 from .source import tir_name
 
 #: TVM op -> C math function (double form; float adds 'f'); float16 computes in float.
@@ -149,8 +149,16 @@ class _Rewriter:
     def load(self, node: Any, mutator: Any) -> Any:
         node = mutator.default_mutate(node)
         dtype = dtype_of(node)
-        if dtype is None or dtype.lanes == 1 or dtype.bits != 8 or dtype.type_code not in (0, 1) \
-                or _contiguous(node):
+        if dtype is None or dtype.lanes == 1 or _contiguous(node):
+            return node
+        if _unit_stride(node) and has_c_type(dtype):
+            # TVM prints a stride-1 load at a base it cannot prove aligned (a let-bound offset, say) as a
+            # gather of lanes, which clang does not always put back together (a 32-lane accumulator
+            # kept in memory, reloaded at shifted offsets): one vector load instead (the prelude's types
+            # have the element's alignment, so it is safe at any offset)
+            base = self.tvm.tirx.BufferLoad(node.source, [*node.indices[:-1], node.indices[-1].base])
+            return self.tvm.tirx.call_extern(str(dtype), vector_load(dtype), self.tvm.tirx.address_of(base))
+        if dtype.bits != 8 or dtype.type_code not in (0, 1):
             return node
         # TVM prints an 8-bit gather as one int OR-ed from shifted bytes: build the vector instead
         prim = self.tvm.ir.prim.expr
@@ -193,6 +201,15 @@ def _contiguous(load: Any) -> bool:
     found = tvm.sym.Analyzer().modular_set(index.base)
     lanes = lanes_of(load)
     return found.coeff % lanes == 0 and found.base % lanes == 0
+
+
+def _unit_stride(load: Any) -> bool:
+    """Whether a vector load reads consecutive elements of a buffer of scalars (a stride-1 ramp)."""
+    import tvm
+
+    index = load.indices[-1]
+    return isinstance(index, tvm.ir.prim.expr.Ramp) and isinstance(index.stride, tvm.ir.prim.expr.IntImm) \
+        and index.stride.value == 1 and lanes_of(index) == lanes_of(load)
 
 
 def _calls(expr: Any, op_name: str) -> bool:

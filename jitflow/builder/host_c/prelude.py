@@ -28,6 +28,7 @@ ELEMENTS = {(0, 8): "int8_t", (0, 16): "int16_t", (0, 32): "int32_t", (0, 64): "
 LANES = tuple(n for n in range(2, 17) if n != 3)
 
 CONVERT_PREFIX = "jitflow_cvt_"
+VLOAD_PREFIX = "jitflow_vload_"
 STATIC_HANDLE_PREFIX = "jitflow_static_handle_"
 MARK = "/* jitflow C prelude */"
 END_MARK = "/* end of jitflow C prelude */"
@@ -61,6 +62,11 @@ def convert_helper(dst, src) -> str:
     return f"{CONVERT_PREFIX}{dst}_{src}"
 
 
+def vector_load(dtype) -> str:
+    """Name of the helper reading a vector of `dtype` from consecutive elements at a pointer."""
+    return f"{VLOAD_PREFIX}{ELEMENTS[(dtype.type_code, dtype.bits)]}{dtype.lanes}"
+
+
 _BITS_OF = {name: bits for (_, bits), name in ELEMENTS.items()}
 _LANE_COUNTS = "|".join(str(n) for n in sorted(LANES, reverse=True))
 _VECTOR_TYPE_RE = re.compile(rf"\b({'|'.join(ELEMENTS.values())})({_LANE_COUNTS})\b")
@@ -83,6 +89,7 @@ PRELUDE = "\n".join([MARK, "#include <stdint.h>", "#include <math.h>", "typedef 
 _DTYPE = rf"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:{_LANE_COUNTS})"
 _CONVERT_RE = re.compile(rf"\b{CONVERT_PREFIX}({_DTYPE})_({_DTYPE})\b")
 _HANDLE_RE = re.compile(rf"\b{STATIC_HANDLE_PREFIX}(\d+)\b")
+_VLOAD_RE = re.compile(rf"\b{VLOAD_PREFIX}(\w+)\(")
 _DTYPE_PARTS = re.compile(r"(u?int|float)(\d+)x(\d+)")
 
 
@@ -93,7 +100,8 @@ def _c_vector(dtype: str) -> str:
 
 
 def module_helpers(source: str) -> str:
-    """Definitions of the module-specific helpers the C source calls (conversions, static handles)."""
+    """Definitions of the module-specific helpers the C source calls (conversions, vector loads, static
+    handles)."""
     out = []
     converts = _CONVERT_RE.findall(source) if CONVERT_PREFIX in source else []   # a search is far cheaper
     handles = _HANDLE_RE.findall(source) if STATIC_HANDLE_PREFIX in source else []
@@ -101,6 +109,9 @@ def module_helpers(source: str) -> str:
         cdst, csrc = _c_vector(dst), _c_vector(src)
         out.append(f"static inline {cdst} {convert_helper(dst, src)}({csrc} v) "
                    f"{{ return __builtin_convertvector(v, {cdst}); }}")
+    for vec in sorted(set(_VLOAD_RE.findall(source)) if VLOAD_PREFIX in source else ()):
+        element = vec.rstrip("0123456789")           # TVM declares the call with the element's pointer type
+        out.append(f"static inline {vec} {VLOAD_PREFIX}{vec}({element}* p) {{ return *({vec}*)p; }}")
     for n in sorted({int(n) for n in handles}):
         out.append(f"static void* {STATIC_HANDLE_PREFIX}slot_{n} = (void*)0;")
         out.append(f"static inline void* {STATIC_HANDLE_PREFIX}{n}(void) {{ return &{STATIC_HANDLE_PREFIX}slot_{n}; }}")
