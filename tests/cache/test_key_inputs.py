@@ -158,7 +158,7 @@ def test_an_edited_build_recipe_is_not_served_old_libraries(cache_dir, tmp_path)
 
 EXP2_RULE = """
     def exp2(op):
-        return tvm.tirx.call_pure_extern("float32", "exp2f", op.args[0])
+        return tvm.tirx.call_pure_extern("float64", "exp2", op.args[0])
     tvm.tirx.op.register_intrin_lowering("tirx.exp", "c", f=exp2, level=99)
 """
 

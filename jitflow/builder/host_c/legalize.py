@@ -110,7 +110,8 @@ class _Rewriter:
             return node
         if name in _MATH and dtype.type_code == _IEEE_FLOAT:
             return self._math(_MATH[name], dtype, list(node.args))
-        if name == "tirx.call_pure_extern" and str(dtype) == "float32" and node.args[0].value in SCALAR_MATH:
+        if name == "tirx.call_pure_extern" and str(dtype) == "float32" and node.args[0].value in SCALAR_MATH \
+                and all(str(dtype_of(a)) == "float32" for a in node.args[1:]):
             return self._extern("float32", _MATHLIB[node.args[0].value], *node.args[1:])
         if name in _BITS:
             return self._bits(_BITS[name], dtype, node.args[0])
