@@ -25,7 +25,7 @@ from .cache.entry import LIBRARY
 from .cache.key import CacheKey, module_unchanged
 from .cache.location import NullCache
 from .config import Settings
-from .errors import CacheError, CompileError, InvalidInputError
+from .errors import CacheError, CompileError, InvalidInputError, JitflowError
 from .options import BuildOptions, InProcess
 from .runtime.library_file import LibraryFile
 from .targets import TargetSpec
@@ -45,10 +45,12 @@ class BuildInfo:
     stages: dict[str, float] = field(default_factory=dict)
     total: float = 0.0
     library: Path | None = None
+    note: str | None = None            # what the build's CPU level costs here (a baseline build with vectors)
 
     def __str__(self) -> str:
         parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.stages.items())
-        return f"{self.outcome} {self.key[:12]} in {self.total * 1000:.1f} ms" + (f" ({parts})" if parts else "")
+        return f"{self.outcome} {self.key[:12]} in {self.total * 1000:.1f} ms" + (f" ({parts})" if parts else "") \
+            + (f"; note: {self.note}" if self.note else "")
 
 
 @dataclass
@@ -201,7 +203,28 @@ def _build(folder: Path, mod: Any, cache_key: CacheKey, spec: TargetSpec, settin
                                 "modified in place?); call jitflow.compile() again with the changed module")
     from .builder.steps import build_into
 
-    return build_into(folder, mod, spec, settings, options, in_process, info.stages, progress)
+    meta = build_into(folder, mod, spec, settings, options, in_process, info.stages, progress)
+    info.note = _level_note(folder, spec, options)
+    return meta
+
+
+def _level_note(folder: Path, spec: TargetSpec, options: BuildOptions) -> str | None:
+    """For a build at the baseline for this machine whose host C has vector code or math: what the
+    baseline costs on this CPU (targets/cpu_level.speed_note), else None."""
+    from .builder.host_c.prelude import uses_vectors
+    from .runtime import cpu_features
+    from .targets import cpu_level, machine_host
+
+    if options.cpu_level is not None or spec.host != machine_host() or spec.host not in cpu_level.LEVELS:
+        return None
+    try:
+        with open(folder / "src" / "host.c", encoding="utf-8", errors="replace") as f:
+            head = f.read(1 << 20)
+        if not uses_vectors(head):
+            return None
+        return cpu_level.speed_note(spec.host, cpu_features.this_cpu().features)
+    except (OSError, JitflowError):
+        return None
 
 
 class _LocalOnly:

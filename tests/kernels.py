@@ -78,7 +78,7 @@ def matmul_shared(n: int = 256, tile: int = 16):
 
 
 def libm_calls(n: int = 64):
-    """C = exp(A) + log(A) + A ** 1.5 (A > 0): host C that calls expf, logf and powf from libm."""
+    """C = exp(A) + log(A) + A ** 1.5 (A > 0): host C that calls the float32 exp, log and pow."""
 
     @T.prim_func(s_tir=True)
     def main(A: T.Buffer((n,), "float32"), C: T.Buffer((n,), "float32")):
@@ -86,6 +86,20 @@ def libm_calls(n: int = 64):
             with T.sblock("C"):
                 vi = T.axis.spatial(n, i)
                 C[vi] = T.exp(A[vi]) + T.log(A[vi]) + T.pow(A[vi], T.float32(1.5))
+
+    return tvm.IRModule({"main": main})
+
+
+def libm_calls_f64(n: int = 64):
+    """libm_calls in float64: host C that calls exp, log and pow from libm (float32 math is the C host's
+    own, docs/c_host.md)."""
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((n,), "float64"), C: T.Buffer((n,), "float64")):
+        for i in range(n):
+            with T.sblock("C"):
+                vi = T.axis.spatial(n, i)
+                C[vi] = T.exp(A[vi]) + T.log(A[vi]) + T.pow(A[vi], T.float64(1.5))
 
     return tvm.IRModule({"main": main})
 

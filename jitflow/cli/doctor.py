@@ -73,8 +73,10 @@ def cpu_level_checks() -> list[Any]:
     reached = cpu_level.reached(host, cpu.features)
     model = f" ({cpu.model})" if cpu.model else ""
     if level is None:
+        note = cpu_level.speed_note(host, cpu.features)
         return [Check("CPU level", True, f"builds for {cpu_level.BASELINES[host]} (the default: any "
-                                         f"{host.split('-')[0]} CPU); this CPU{model} runs up to {reached}")]
+                                         f"{host.split('-')[0]} CPU); this CPU{model} runs up to {reached}"
+                                         + (f"; {note}" if note else ""))]
     chosen = f"{level.name} = {level.zig_cpu}" if level.name == cpu_level.NATIVE else level.name
     lacks = cpu_features.missing(level.needs)
     if not lacks:

@@ -176,6 +176,20 @@ def native(host: str, features: Iterable[str]) -> CpuLevel:
     return CpuLevel(NATIVE, "generic" + "".join(f"+{zig}" for zig in chosen), tuple(sorted(needs)))
 
 
+#: what the baseline's vector code is, per host
+_BASELINE_VECTORS = {X86: "SSE2: 128-bit vectors, no FMA", ARM: "NEON: 128-bit vectors"}
+
+
+def speed_note(host: str, features: Iterable[str]) -> str | None:
+    """What building for the baseline costs on a CPU with `features` (None where it reaches no more):
+    for doctor and the build report of a library with vector code or math built for this machine."""
+    best = reached(host, features)
+    if best == BASELINES[host]:
+        return None
+    return (f"vector code and math built for the baseline use {_BASELINE_VECTORS[host]}, and this CPU runs "
+            f"{best}: cpu_level='native' (or JITFLOW_CPU_LEVEL=native) builds for it, for local jit() use")
+
+
 def record(level: CpuLevel | None, host: str) -> dict[str, Any]:
     """What a library's digest record states about its CPU: the level and the features it needs."""
     if level is None:

@@ -25,9 +25,9 @@ from jitflow.errors import InvalidInputError
 LIBM = """
     import numpy as np, tvm, jitflow, kernels
     {setup}
-    exe = jitflow.compile(kernels.libm_calls(), "c")
-    a = np.linspace(0.5, 2.0, 64, dtype="float32")
-    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    exe = jitflow.compile(kernels.libm_calls_f64(), "c")
+    a = np.linspace(0.5, 2.0, 64, dtype="float64")
+    c = tvm.runtime.tensor(np.zeros(64, "float64"))
     exe["main"](tvm.runtime.tensor(a), c)
     exact = np.allclose(c.numpy(), np.exp(a) + np.log(a) + a ** 1.5, rtol=1e-5)
     with_exp2 = np.allclose(c.numpy(), np.exp2(a) + np.log(a) + a ** 1.5, rtol=1e-5)
@@ -91,7 +91,7 @@ def test_a_bound_weight_changed_in_place_is_refused_not_built_under_the_old_key(
 # --- finding 4: the environment that reaches the compilers ------------------------------------
 
 def test_clang_override_options_never_reach_the_library(cache_dir):
-    poisoned = libm(env={"CCC_OVERRIDE_OPTIONS": "+-Dexpf=exp2f"})
+    poisoned = libm(env={"CCC_OVERRIDE_OPTIONS": "+-Dexp=exp2"})
     assert poisoned[0] == "built" and poisoned[2] == "exp", poisoned
     clean = libm()
     assert clean == ["hit", poisoned[1], "exp"]
@@ -158,7 +158,7 @@ def test_an_edited_build_recipe_is_not_served_old_libraries(cache_dir, tmp_path)
 
 EXP2_RULE = """
     def exp2(op):
-        return tvm.tirx.call_pure_extern("float32", "exp2f", op.args[0])
+        return tvm.tirx.call_pure_extern("float64", "exp2", op.args[0])
     tvm.tirx.op.register_intrin_lowering("tirx.exp", "c", f=exp2, level=99)
 """
 

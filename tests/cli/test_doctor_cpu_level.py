@@ -34,7 +34,18 @@ def _one(monkeypatch, level: str | None):
 def test_the_default_level_passes_and_says_how_far_this_cpu_goes(x86_v2, monkeypatch):
     check = _one(monkeypatch, None)
     assert check.ok and check.detail == ("builds for x86-64 (the default: any x86_64 CPU); "
-                                         "this CPU (a v2 CPU) runs up to x86-64-v2")
+                                         "this CPU (a v2 CPU) runs up to x86-64-v2; vector code and math "
+                                         "built for the baseline use SSE2: 128-bit vectors, no FMA, and this "
+                                         "CPU runs x86-64-v2: cpu_level='native' (or JITFLOW_CPU_LEVEL=native) "
+                                         "builds for it, for local jit() use")
+
+
+def test_the_default_level_on_a_baseline_cpu_says_nothing_more(monkeypatch):
+    monkeypatch.setattr(hosts, "machine_host", lambda: cpu_level.X86)
+    monkeypatch.delenv("JITFLOW_CPU_LEVEL", raising=False)
+    with cpu_features.simulated(["sse", "sse2"], "an old CPU"):
+        [check] = cpu_level_checks()
+    assert check.ok and check.detail.endswith("this CPU (an old CPU) runs up to x86-64")
 
 
 def test_a_level_this_cpu_lacks_is_a_warning_that_names_the_features_and_the_fix(x86_v2, monkeypatch):

@@ -97,7 +97,7 @@ def test_jit_refuses_a_library_for_another_cpu(cache_dir):
 # -- what an aarch64 build contains -------------------------------------------------------------
 
 def test_cpu_module_builds_for_aarch64(cache_dir, tmp_path):
-    exe = jitflow.compile(kernels.libm_calls(), "c", host=ARM)
+    exe = jitflow.compile(kernels.libm_calls_f64(), "c", host=ARM)
     info = elf_info.read(exe.export_library(tmp_path / "libm_arm.so"))
     check_portable(info, "aarch64")
     assert "libm.so.6" in info.needed and info.glibc_baseline is None   # unversioned: bound at load time

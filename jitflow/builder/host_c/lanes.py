@@ -1,17 +1,23 @@
-"""Split vector statements that C cannot hold into one scalar statement per lane.
+"""Split vector statements that C cannot hold: into vectors C has, else one scalar statement per lane.
 
-The prelude gives C vectors of 2, 4, 8 or 16 ints or floats, with element-wise arithmetic. TVM
-also emits vectors C has no type or operator for: 32 lanes (a vectorized bfloat16 loop), 3 lanes,
-bool masks, math calls on vectors (`expf(float4)`), float `%`. A statement holding any of those
-is rewritten lane by lane: every lane's value is computed into a scalar first, then stored, so a
-store that reads the buffer it writes keeps its vector meaning. clang's vectorizer is free to put
-the lanes back together.
+The prelude gives C vectors of 2 to 16 ints or floats (3 excepted), with element-wise arithmetic,
+and mathlib.py's float math on them. TVM also emits vectors C has no type or operator for: more
+than 16 lanes (MetaSchedule's 32- and 64-lane candidates, a vectorized bfloat16 loop), 3 lanes,
+bool masks, other math calls on vectors, float `%`.
+
+- A statement of more than 16 lanes is cut into pieces of 16 (the last one of what is left, in
+  powers of two): each piece's value is computed into a vector variable first, then stored, so a
+  store that reads the buffer it writes keeps its vector meaning. LLVM cuts such vectors into the
+  CPU's registers the same way. A buffer whose elements are such vectors (a vectorized
+  accumulator) becomes a buffer of their scalars, read and written with ramps.
+- A statement holding anything else C cannot express (or a piece that does) is rewritten lane by
+  lane the same way, into scalars. clang's vectorizer is free to put the lanes back together.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from .prelude import CONVERT_PREFIX, has_c_type
+from .prelude import CONVERT_PREFIX, VLOAD_PREFIX, has_c_type
 
 #: ops whose vector form the C printer writes with C operators that work on prelude vectors.
 _VECTOR_OPS = {"tirx.bitwise_and", "tirx.bitwise_or", "tirx.bitwise_xor", "tirx.bitwise_not",
@@ -37,7 +43,8 @@ def lanes_of(expr: Any) -> int:
 class LaneSplitter:
     """Rewrites the vector statements of one function that C cannot express; keeps the split variables."""
 
-    def __init__(self) -> None:
+    def __init__(self, vector_math: frozenset[str] = frozenset()) -> None:
+        """vector_math: the TIR ops whose vector forms C can call (legalize.py's mathlib.py functions)."""
         import tvm
 
         prim = tvm.ir.prim.expr
@@ -48,6 +55,8 @@ class LaneSplitter:
                        prim.BitwiseXor)
         self.unary = (prim.Not, prim.BitwiseNot)
         self.split: dict[int, list[Any]] = {}   # a vector variable (by handle) -> its lanes as scalars
+        self.pieces: dict[int, list[tuple[int, Any]]] = {}   # a wide vector variable -> its pieces
+        self.vector_math = vector_math
 
     # -- which statements need splitting ---------------------------------------------------------
 
@@ -69,8 +78,10 @@ class LaneSplitter:
         if isinstance(node, tvm.ir.Call):
             name = getattr(node.op, "name", "")
             if name in _EXTERN_OPS:
-                return not str(node.args[0].value).startswith(CONVERT_PREFIX)
-            return name not in _VECTOR_OPS             # math and other intrinsics on vectors
+                return not str(node.args[0].value).startswith((CONVERT_PREFIX, VLOAD_PREFIX))
+            if name in self.vector_math and dtype.type_code == 2 and dtype.bits in (16, 32):
+                return False                           # mathlib.py's vector form (legalize.py)
+            return name not in _VECTOR_OPS             # other math and intrinsics on vectors
         return False
 
     def needs_split(self, *exprs: Any) -> bool:
@@ -161,6 +172,84 @@ class LaneSplitter:
         ret = tvm.ir.PrimType(str(dtype_of(expr).with_lanes(1)))
         return tvm.ir.Call(expr.op, args, expr.attrs, expr.ty_args, expr.span, ret_ty=ret)
 
+    # -- pieces of wide vectors ------------------------------------------------------------------
+
+    def piece(self, expr: Any, start: int, width: int) -> Any:
+        """Lanes [start, start + width) of a vector expression, as a vector (a scalar for width 1)."""
+        tvm = self.tvm
+        prim = tvm.ir.prim.expr
+        if width == 1:
+            return self.lane(expr, start)
+        if lanes_of(expr) == 1:
+            return prim.Broadcast(self.scalar(expr), width)
+        dtype = dtype_of(expr)
+        if isinstance(expr, prim.Ramp):
+            stride = self.scalar(expr.stride)
+            base = self.scalar(expr.base)
+            if start:
+                offset = prim.IntImm(dtype_of(stride), stride.value * start) if isinstance(stride, prim.IntImm) \
+                    else prim.Mul(stride, prim.IntImm(dtype_of(stride), start))
+                base = prim.Add(base, offset)
+            return prim.Ramp(base, stride, width)
+        if isinstance(expr, prim.Broadcast):
+            return prim.Broadcast(self.scalar(expr.value), width)
+        if isinstance(expr, tvm.ir.expr.TensorLoad) and all(lanes_of(i) == lanes_of(expr) for i in expr.indices[-1:]):
+            return tvm.tirx.BufferLoad(expr.source, [*map(self.scalar, expr.indices[:-1]),
+                                                     self.piece(expr.indices[-1], start, width)])
+        if isinstance(expr, self.binary):
+            return type(expr)(self.piece(expr.a, start, width), self.piece(expr.b, start, width))
+        if isinstance(expr, self.unary):
+            return type(expr)(self.piece(expr.a, start, width))
+        if isinstance(expr, prim.Select):
+            return prim.Select(self.piece(expr.condition, start, width), self.piece(expr.true_value, start, width),
+                               self.piece(expr.false_value, start, width))
+        if isinstance(expr, prim.Cast):
+            return prim.Cast(str(dtype.with_lanes(width)), self.piece(expr.value, start, width))
+        if isinstance(expr, tvm.ir.Call) and all(lanes_of(a) in (1, lanes_of(expr)) for a in expr.args):
+            args = [self.piece(a, start, width) if lanes_of(a) > 1 else self.scalar(a) if dtype_of(a) else a
+                    for a in expr.args]
+            ret = tvm.ir.PrimType(str(dtype.with_lanes(width)))
+            return tvm.ir.Call(expr.op, args, expr.attrs, expr.ty_args, expr.span, ret_ty=ret)
+        if isinstance(expr, tvm.ir.expr.Var) and expr.__chandle__() in self.pieces:
+            for begin, var in self.pieces[expr.__chandle__()]:
+                if begin == start and lanes_of(var) == width:
+                    return var
+        lanes = [self.lane(expr, start + n) for n in range(width)]     # a shuffle, or pieces that do not line up
+        return prim.Shuffle(lanes, [prim.IntImm("int32", n) for n in range(width)])
+
+    def _piece_temps(self, name: str, dtype: Any, lanes: int) -> list[tuple[int, Any]]:
+        return [(start, self.tvm.ir.expr.Var(f"{name}_piece{start}", str(dtype.with_lanes(width))))
+                for start, width in pieces(lanes)]
+
+    def store_pieces(self, stmt: Any) -> Any:
+        """A store of more than 16 lanes as pieces: each piece's value bound first, then stored."""
+        tirx = self.tvm.tirx
+        temps = self._piece_temps(stmt.buffer.name, dtype_of(stmt.value), lanes_of(stmt.value))
+        binds = [tirx.Bind(t, self.piece(stmt.value, start, lanes_of(t))) for start, t in temps]
+        stores = [tirx.BufferStore(stmt.buffer, t, [*map(self.scalar, stmt.indices[:-1]),
+                                                    self.piece(stmt.indices[-1], start, lanes_of(t))])
+                  for start, t in temps]
+        return tirx.SeqStmt(binds + stores)
+
+    def bind_pieces(self, stmt: Any) -> Any:
+        """A variable of more than 16 lanes bound as pieces (its later uses read those)."""
+        temps = self._piece_temps(stmt.var.name, dtype_of(stmt.var), lanes_of(stmt.var))
+        self.pieces[stmt.var.__chandle__()] = temps
+        self.split[stmt.var.__chandle__()] = [v for start, v in temps for v in self._lanes_of_var(v)]
+        return self.tvm.tirx.SeqStmt([self.tvm.tirx.Bind(t, self.piece(stmt.value, start, lanes_of(t)))
+                                      for start, t in temps])
+
+    def _lanes_of_var(self, var: Any) -> list[Any]:
+        prim = self.tvm.ir.prim.expr
+        count = lanes_of(var)
+        return [var] if count == 1 else [prim.Shuffle([var], [prim.IntImm("int32", n)]) for n in range(count)]
+
+    def wide(self, expr: Any) -> bool:
+        """Whether a vector expression has more lanes than C's vector types, of an element they have."""
+        dtype = dtype_of(expr)
+        return dtype is not None and dtype.lanes > MAX_LANES and not dtype.is_bool \
+            and has_c_type(dtype.with_lanes(MAX_LANES))
+
     # -- statements ------------------------------------------------------------------------------
 
     def _temps(self, name: str, dtype: Any, lanes: int) -> list[Any]:
@@ -198,20 +287,58 @@ class LaneSplitter:
             return tirx.Evaluate(self.scalar(stmt.value))
         return tirx.SeqStmt([tirx.Evaluate(self.lane(stmt.value, n)) for n in range(lanes)])
 
+    def _bind_piece(self, stmt: Any) -> Any:
+        """A piece's binding, split into scalars where the piece holds what C cannot express."""
+        if not self.needs_split(stmt.value):
+            return stmt
+        out = self.bind(stmt)
+        chunk = self.split.pop(stmt.var.__chandle__())
+        for key, temps in self.pieces.items():       # the wide variable's lanes read the scalars
+            if any(v.same_as(stmt.var) for _, v in temps):
+                lanes = self.split[key]
+                start = next(b for b, v in temps if v.same_as(stmt.var))
+                lanes[start:start + len(chunk)] = chunk
+                self.pieces[key] = [(b, v) for b, v in temps if not v.same_as(stmt.var)]
+        return out
+
     def handlers(self) -> list[tuple[type, Callable[[Any, Any], Any]]]:
         """structural_mutate callbacks that split the statements needing it (in program order)."""
         tirx = self.tvm.tirx
 
-        def on_store(stmt: Any, _m: Any) -> Any:
+        def split_store(stmt: Any) -> Any:
             return self.store(stmt) if self.needs_split(stmt.value, *stmt.indices) else stmt
 
+        def on_store(stmt: Any, _m: Any) -> Any:
+            if self.wide(stmt.value) and all(lanes_of(i) in (1, lanes_of(stmt.value)) for i in stmt.indices):
+                out = self.store_pieces(stmt)
+                return tirx.SeqStmt([split_store(s) if isinstance(s, tirx.BufferStore) else self._bind_piece(s)
+                                     for s in out.seq])
+            return split_store(stmt)
+
         def on_bind(stmt: Any, _m: Any) -> Any:
+            if self.wide(stmt.var):
+                out = self.bind_pieces(stmt)
+                return tirx.SeqStmt([self._bind_piece(s) for s in out.seq])
             return self.bind(stmt) if self.needs_split(stmt.var, stmt.value) else stmt
 
         def on_evaluate(stmt: Any, _m: Any) -> Any:
             return self.evaluate(stmt) if self.needs_split(stmt.value) else stmt
 
         return [(tirx.BufferStore, on_store), (tirx.Bind, on_bind), (tirx.Evaluate, on_evaluate)]
+
+
+#: the widest vector C's types hold; wider ones are cut into pieces of at most this many lanes
+MAX_LANES = 16
+
+
+def pieces(lanes: int) -> list[tuple[int, int]]:
+    """(start, width) of the pieces a vector of `lanes` is cut into: 16 lanes each, then powers of two."""
+    out, start = [], 0
+    for width in (16, 8, 4, 2, 1):
+        while lanes - start >= width:
+            out.append((start, width))
+            start += width
+    return out
 
 
 def mutate(root: Any, handlers: list[tuple[Any, Any]]) -> Any:
@@ -244,3 +371,71 @@ def mutate(root: Any, handlers: list[tuple[Any, Any]]) -> Any:
 def _short(expr: Any) -> str:
     text = " ".join(str(expr).split())
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def flatten_vector_buffers(body: Any) -> Any:
+    """`body` with every buffer of vector elements C has no type for (more than 16 lanes, or 3) made a
+    buffer of their scalars: `acc[i]` of float32x32 becomes `acc[i*32 : i*32 + 32]` of float32."""
+    import tvm
+    import tvm_ffi
+
+    prim = tvm.ir.prim.expr
+    found: dict[int, tuple[Any, int]] = {}    # old buffer (a variable, by handle) -> (new buffer, lanes)
+
+    def scan(stmt: Any) -> None:
+        buffer = stmt.buffer
+        dtype = buffer.dtype
+        if dtype.lanes > 1 and not has_c_type(dtype) and not dtype.is_bool:
+            scalar = str(dtype.with_lanes(1))
+            shape = [*buffer.shape[:-1], buffer.shape[-1] * dtype.lanes] if len(buffer.shape) else [dtype.lanes]
+            new = tvm.tirx.decl_buffer(shape, scalar, buffer.name, scope=buffer.scope())
+            found[buffer.__chandle__()] = (new, dtype.lanes)
+
+    def ramp(index: Any, lanes: int) -> Any:
+        if lanes_of(index) != 1:
+            raise CannotSplit(f"a vector index into a buffer of vectors ({_short(index)})")
+        dtype = dtype_of(index)
+        return prim.Ramp(prim.Mul(index, prim.IntImm(dtype, lanes)), prim.IntImm(dtype, 1), lanes)
+
+    def on_decl(stmt: Any, mutator: Any) -> Any:
+        hit = found.get(stmt.buffer.__chandle__())
+        if hit is None:
+            return mutator.default_mutate(stmt)
+        if isinstance(stmt, tvm.tirx.DeclBuffer):
+            data = getattr(stmt, "data", None)
+            if data is None:
+                return tvm.tirx.DeclBuffer(hit[0])
+            if not isinstance(data, tvm.ir.Call):
+                raise CannotSplit(f"a buffer of {stmt.buffer.dtype} over another's memory ({stmt.buffer.name})")
+            pointer = tvm.ir.PointerType(tvm.ir.PrimType(hit[0].dtype), hit[0].scope())   # the allocation, retyped
+            data = tvm.ir.Call(data.op, [mutator.mutate(a) for a in data.args], data.attrs, data.ty_args, data.span,
+                               ret_ty=pointer)
+            return tvm.tirx.DeclBuffer(hit[0], data=data)
+        return tvm.tirx.AllocBuffer(hit[0], annotations=stmt.annotations)
+
+    def indices(node: Any, mutator: Any, lanes: int) -> list[Any]:
+        found_indices = [mutator.mutate(i) for i in node.indices]
+        return [*found_indices[:-1], ramp(found_indices[-1], lanes)]
+
+    def on_load(node: Any, mutator: Any) -> Any:
+        hit = found.get(node.source.__chandle__())
+        if hit is None:
+            return mutator.default_mutate(node)
+        return tvm.tirx.BufferLoad(hit[0], indices(node, mutator, hit[1]))
+
+    def on_store(stmt: Any, mutator: Any) -> Any:
+        hit = found.get(stmt.buffer.__chandle__())
+        if hit is None:
+            return mutator.default_mutate(stmt)
+        return tvm.tirx.BufferStore(hit[0], mutator.mutate(stmt.value), indices(stmt, mutator, hit[1]))
+
+    def on_var(node: Any, _mutator: Any) -> Any:
+        hit = found.get(node.__chandle__())
+        return hit[0] if hit is not None else node
+
+    decls = (tvm.tirx.DeclBuffer, tvm.tirx.AllocBuffer)
+    tvm_ffi.structural_walk(body, [(decls, scan)], order="pre")
+    if not found:
+        return body
+    return mutate(body, [(decls, on_decl), (tvm.ir.expr.TensorLoad, on_load), (tvm.tirx.BufferStore, on_store),
+                         (tvm.ir.expr.Var, on_var)])

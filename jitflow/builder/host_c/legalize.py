@@ -24,8 +24,9 @@ import struct
 from typing import Any
 
 from ...errors import HostCodeError
-from .lanes import CannotSplit, LaneSplitter, dtype_of, lanes_of, mutate
-from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type
+from .lanes import CannotSplit, LaneSplitter, dtype_of, flatten_vector_buffers, lanes_of, mutate
+from .mathlib import PUBLIC as _MATHLIB
+from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type, vector_load
 from .source import tir_name
 
 #: TVM op -> C math function (double form; float adds 'f'); float16 computes in float.
@@ -39,8 +40,20 @@ _MATH = {"tirx.exp": "exp", "tirx.exp2": "exp2", "tirx.exp10": "jitflow_exp10", 
          "tirx.pow": "pow", "tirx.fmod": "fmod", "tirx.hypot": "hypot", "tirx.ldexp": "ldexp",
          "tirx.copysign": "copysign", "tirx.nextafter": "nextafter", "tirx.atan2": "atan2", "tirx.fma": "fma"}
 _BITS = {"prim.clz": "jitflow_clz", "tirx.clz": "jitflow_clz", "tirx.popcount": "jitflow_popcount"}
+#: float32 libm functions whose scalar calls become mathlib.py's inline definitions (which clang's loop
+#: vectorizer vectorizes); sin, cos and tan keep libm in scalar code (their inline form has a branch
+#: for large arguments, which stops the vectorizer), and sqrt, fabs, copysign are clang's builtins already.
+SCALAR_MATH = frozenset(_MATHLIB) - {"sinf", "cosf", "tanf", "sqrtf", "fabsf", "copysignf"}
+#: TIR ops whose float32 vector form is a mathlib.py vector function (a vector statement stays a vector)
+VECTOR_MATH = frozenset(op for op, base in _MATH.items() if base.removeprefix("jitflow_") + "f" in _MATHLIB)
 _IEEE_FLOAT = 2   # DLPack's type code of float16/32/64 (bfloat16 and float8 have their own)
 _FLOAT_BITS = {16: ("<e", "<h", "int16"), 32: ("<f", "<i", "int32"), 64: ("<d", "<q", "int64")}
+
+
+def _float_name(base: str) -> str:
+    """The C function computing libm's `base` on float32: libm's own, or mathlib.py's stand-in."""
+    plain = base.removeprefix("jitflow_") + "f"
+    return _MATHLIB[plain] if plain in SCALAR_MATH else base + "f"
 
 
 def _prints_exactly(value: float, bits: int) -> bool:
@@ -89,10 +102,17 @@ class _Rewriter:
         dtype = dtype_of(node)
         if name == "tirx.tvm_static_handle":
             return self.tvm.tirx.call_extern("handle", f"{STATIC_HANDLE_PREFIX}{next(self.handles)}")
-        if dtype is None or dtype.lanes != 1:
+        if dtype is None:
+            return node
+        if dtype.lanes != 1:
+            if name in VECTOR_MATH and dtype.type_code == _IEEE_FLOAT and dtype.bits in (16, 32):
+                return self._vector_math(_MATH[name], dtype, list(node.args))
             return node
         if name in _MATH and dtype.type_code == _IEEE_FLOAT:
             return self._math(_MATH[name], dtype, list(node.args))
+        if name == "tirx.call_pure_extern" and str(dtype) == "float32" and node.args[0].value in SCALAR_MATH \
+                and all(str(dtype_of(a)) == "float32" for a in node.args[1:]):
+            return self._extern("float32", _MATHLIB[node.args[0].value], *node.args[1:])
         if name in _BITS:
             return self._bits(_BITS[name], dtype, node.args[0])
         return node
@@ -101,10 +121,21 @@ class _Rewriter:
         cast = self.tvm.ir.prim.expr.Cast
         if dtype.bits == 64:
             return self._extern("float64", base, *args)
+        name = _float_name(base)
         if dtype.bits == 32:
-            return self._extern("float32", base + "f", *args)
+            return self._extern("float32", name, *args)
         widened = [cast("float32", a) if dtype_of(a) == dtype else a for a in args]   # float16 via float
-        return cast(str(dtype), self._extern("float32", base + "f", *widened))
+        return cast(str(dtype), self._extern("float32", name, *widened))
+
+    def _vector_math(self, base: str, dtype: Any, args: list[Any]) -> Any:
+        """A vector of float32 (float16 through float32) in one call of mathlib.py's vector form."""
+        name = f"{_MATHLIB[base.removeprefix('jitflow_') + 'f']}_x{dtype.lanes}"
+        if dtype.bits == 32:
+            return self._extern(str(dtype), name, *args)
+        wide = self.tvm.DataType(f"float32x{dtype.lanes}")
+        widened = [self._extern(str(wide), convert_helper(wide, dtype), a) if dtype_of(a) == dtype else a
+                   for a in args]
+        return self._extern(str(dtype), convert_helper(dtype, wide), self._extern(str(wide), name, *widened))
 
     def _bits(self, base: str, dtype: Any, arg: Any) -> Any:
         cast = self.tvm.ir.prim.expr.Cast
@@ -119,8 +150,16 @@ class _Rewriter:
     def load(self, node: Any, mutator: Any) -> Any:
         node = mutator.default_mutate(node)
         dtype = dtype_of(node)
-        if dtype is None or dtype.lanes == 1 or dtype.bits != 8 or dtype.type_code not in (0, 1) \
-                or _contiguous(node):
+        if dtype is None or dtype.lanes == 1 or _contiguous(node):
+            return node
+        if _unit_stride(node) and has_c_type(dtype):
+            # TVM prints a stride-1 load at a base it cannot prove aligned (a let-bound offset, say) as a
+            # gather of lanes, which clang does not always put back together (a 32-lane accumulator
+            # kept in memory, reloaded at shifted offsets): one vector load instead (the prelude's types
+            # have the element's alignment, so it is safe at any offset)
+            base = self.tvm.tirx.BufferLoad(node.source, [*node.indices[:-1], node.indices[-1].base])
+            return self.tvm.tirx.call_extern(str(dtype), vector_load(dtype), self.tvm.tirx.address_of(base))
+        if dtype.bits != 8 or dtype.type_code not in (0, 1):
             return node
         # TVM prints an 8-bit gather as one int OR-ed from shifted bytes: build the vector instead
         prim = self.tvm.ir.prim.expr
@@ -165,6 +204,15 @@ def _contiguous(load: Any) -> bool:
     return found.coeff % lanes == 0 and found.base % lanes == 0
 
 
+def _unit_stride(load: Any) -> bool:
+    """Whether a vector load reads consecutive elements of a buffer of scalars (a stride-1 ramp)."""
+    import tvm
+
+    index = load.indices[-1]
+    return isinstance(index, tvm.ir.prim.expr.Ramp) and isinstance(index.stride, tvm.ir.prim.expr.IntImm) \
+        and index.stride.value == 1 and lanes_of(index) == lanes_of(load)
+
+
 def _calls(expr: Any, op_name: str) -> bool:
     import tvm
     import tvm_ffi
@@ -207,7 +255,10 @@ def needs_legalizing(func: Any) -> bool:
         return stop(node) if dtype is not None and dtype.lanes != 1 else None
 
     def call(node: Any) -> Any:
-        return stop(node) if getattr(node.op, "name", "") in _REWRITTEN_CALLS else typed(node)
+        name = getattr(node.op, "name", "")
+        if name in _REWRITTEN_CALLS or (name == "tirx.call_pure_extern" and node.args[0].value in SCALAR_MATH):
+            return stop(node)
+        return typed(node)
 
     def float_imm(node: Any) -> Any:
         dtype = dtype_of(node)
@@ -228,9 +279,9 @@ def legalize_module(mod: Any) -> Any:
     for gvar, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc) or not needs_legalizing(func):
             continue
-        splitter = LaneSplitter()
+        splitter = LaneSplitter(VECTOR_MATH)
         try:
-            body = mutate(func.body, [(tvm.tirx.SeqStmt, rewriter.seq), *splitter.handlers()])
+            body = mutate(flatten_vector_buffers(func.body), [(tvm.tirx.SeqStmt, rewriter.seq), *splitter.handlers()])
             body = mutate(body, rewriter.handlers())
         except CannotSplit as exc:
             raise HostCodeError(f"{exc} (no C vector type or operator for it)",

@@ -7,23 +7,28 @@ vectors (lanes, `.sN`, element-wise operators and `?:`), typedef'd with the elem
 so that TVM's `*(float4*)(A + i)` loads and stores are safe at any element offset.
 
 The IR pass (legalize.py) rewrites what C cannot say with those types into calls of the
-`jitflow_*` helpers below. Helpers that depend on the module (vector conversions, static handles)
-are written only when the C source calls them. This text is part of how a library is built, so
-it is covered by the cache key with the rest of jitflow/builder.
+`jitflow_*` helpers below. What depends on the module (the vector types it names, vector
+conversions, static handles, the math functions of mathlib.py) is written only when the C source
+uses it, so the prelude of a kernel without vectors or math is a few lines. This text is part of how
+a library is built, so it is covered by the cache key with the rest of jitflow/builder.
 """
 from __future__ import annotations
 
 import re
 
+from . import mathlib
+
 #: (DLPack type code, bits) -> C element type, for every element type the prelude has vectors of.
 ELEMENTS = {(0, 8): "int8_t", (0, 16): "int16_t", (0, 32): "int32_t", (0, 64): "int64_t",
             (1, 8): "uint8_t", (1, 16): "uint16_t", (1, 32): "uint32_t", (1, 64): "uint64_t",
             (2, 16): "half", (2, 32): "float", (2, 64): "double"}
-#: Lane counts of the prelude's vector types; other counts are split into scalars by the IR pass
-#: (clang stores a 3-lane vector as 4 lanes, which would write past the end of a buffer).
-LANES = (2, 4, 8, 16)
+#: Lane counts of the prelude's vector types (TVM's C printer names 2 to 16). 3 is left out: clang
+#: loads and stores a 3-lane vector as 4 lanes, past the end of a buffer. Other counts are split by
+#: the IR pass (lanes.py: into vectors of these, or into scalars).
+LANES = tuple(n for n in range(2, 17) if n != 3)
 
 CONVERT_PREFIX = "jitflow_cvt_"
+VLOAD_PREFIX = "jitflow_vload_"
 STATIC_HANDLE_PREFIX = "jitflow_static_handle_"
 MARK = "/* jitflow C prelude */"
 END_MARK = "/* end of jitflow C prelude */"
@@ -32,7 +37,6 @@ _FIXED_HELPERS = r"""
 static inline half jitflow_f16_from_bits(int16_t b) { half v; __builtin_memcpy(&v, &b, 2); return v; }
 static inline float jitflow_f32_from_bits(int32_t b) { float v; __builtin_memcpy(&v, &b, 4); return v; }
 static inline double jitflow_f64_from_bits(int64_t b) { double v; __builtin_memcpy(&v, &b, 8); return v; }
-static inline float jitflow_exp10f(float x) { return powf(10.0f, x); }
 static inline double jitflow_exp10(double x) { return pow(10.0, x); }
 static inline int32_t jitflow_clz32(uint32_t x) { return x ? __builtin_clz(x) : 32; }
 static inline int32_t jitflow_clz64(uint64_t x) { return x ? __builtin_clzll(x) : 64; }
@@ -58,22 +62,34 @@ def convert_helper(dst, src) -> str:
     return f"{CONVERT_PREFIX}{dst}_{src}"
 
 
-def _vector_types() -> str:
+def vector_load(dtype) -> str:
+    """Name of the helper reading a vector of `dtype` from consecutive elements at a pointer."""
+    return f"{VLOAD_PREFIX}{ELEMENTS[(dtype.type_code, dtype.bits)]}{dtype.lanes}"
+
+
+_BITS_OF = {name: bits for (_, bits), name in ELEMENTS.items()}
+_LANE_COUNTS = "|".join(str(n) for n in sorted(LANES, reverse=True))
+_VECTOR_TYPE_RE = re.compile(rf"\b({'|'.join(ELEMENTS.values())})({_LANE_COUNTS})\b")
+
+
+def vector_types(*texts: str) -> str:
+    """The typedefs (and constructor macros) of the prelude's vector types that `texts` name."""
+    found = sorted({(name, int(lanes)) for text in texts for name, lanes in _VECTOR_TYPE_RE.findall(text)})
     lines = []
-    for (_, bits), name in ELEMENTS.items():
-        for lanes in LANES:
-            vec = f"{name}{lanes}"
-            lines.append(f"typedef {name} {vec} __attribute__((ext_vector_type({lanes}), aligned({bits // 8})));")
-            lines.append(f"#define {vec}(...) (({vec}){{__VA_ARGS__}})")
-    return "\n".join(lines)
+    for name, lanes in found:
+        vec = f"{name}{lanes}"
+        lines.append(f"typedef {name} {vec} __attribute__((ext_vector_type({lanes}), aligned({_BITS_OF[name] // 8})));")
+        lines.append(f"#define {vec}(...) (({vec}){{__VA_ARGS__}})")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
-PRELUDE = "\n".join([MARK, "#include <stdint.h>", "#include <math.h>", "typedef _Float16 half;", _vector_types(),
+PRELUDE = "\n".join([MARK, "#include <stdint.h>", "#include <math.h>", "typedef _Float16 half;",
                      _FIXED_HELPERS.strip(), ""])
 
-_DTYPE = r"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:2|4|8|16)"
+_DTYPE = rf"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:{_LANE_COUNTS})"
 _CONVERT_RE = re.compile(rf"\b{CONVERT_PREFIX}({_DTYPE})_({_DTYPE})\b")
 _HANDLE_RE = re.compile(rf"\b{STATIC_HANDLE_PREFIX}(\d+)\b")
+_VLOAD_RE = re.compile(rf"\b{VLOAD_PREFIX}(\w+)\(")
 _DTYPE_PARTS = re.compile(r"(u?int|float)(\d+)x(\d+)")
 
 
@@ -84,7 +100,8 @@ def _c_vector(dtype: str) -> str:
 
 
 def module_helpers(source: str) -> str:
-    """Definitions of the module-specific helpers the C source calls (conversions, static handles)."""
+    """Definitions of the module-specific helpers the C source calls (conversions, vector loads, static
+    handles)."""
     out = []
     converts = _CONVERT_RE.findall(source) if CONVERT_PREFIX in source else []   # a search is far cheaper
     handles = _HANDLE_RE.findall(source) if STATIC_HANDLE_PREFIX in source else []
@@ -92,12 +109,24 @@ def module_helpers(source: str) -> str:
         cdst, csrc = _c_vector(dst), _c_vector(src)
         out.append(f"static inline {cdst} {convert_helper(dst, src)}({csrc} v) "
                    f"{{ return __builtin_convertvector(v, {cdst}); }}")
+    for vec in sorted(set(_VLOAD_RE.findall(source)) if VLOAD_PREFIX in source else ()):
+        element = vec.rstrip("0123456789")           # TVM declares the call with the element's pointer type
+        out.append(f"static inline {vec} {VLOAD_PREFIX}{vec}({element}* p) {{ return *({vec}*)p; }}")
     for n in sorted({int(n) for n in handles}):
         out.append(f"static void* {STATIC_HANDLE_PREFIX}slot_{n} = (void*)0;")
         out.append(f"static inline void* {STATIC_HANDLE_PREFIX}{n}(void) {{ return &{STATIC_HANDLE_PREFIX}slot_{n}; }}")
     return "\n".join(out) + ("\n" if out else "")
 
 
+def uses_vectors(host_c: str) -> bool:
+    """Whether a host C source's prelude defines vector types or math (what a CPU level speeds up)."""
+    head = host_c.partition(END_MARK)[0]
+    return "ext_vector_type" in head or mathlib.PREFIX + "f2d" in head
+
+
 def prelude_for(source: str) -> str:
-    """The prelude for one host C source: the fixed definitions plus the helpers it calls."""
-    return PRELUDE + module_helpers(source) + END_MARK + "\n"
+    """The prelude for one host C source: the fixed definitions, the vector types it and its helpers
+    name, the helpers it calls and the math functions it calls (mathlib.py)."""
+    helpers = module_helpers(source)
+    math = mathlib.definitions(source)
+    return PRELUDE + vector_types(source, helpers, math) + helpers + math + END_MARK + "\n"
