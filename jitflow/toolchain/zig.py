@@ -13,8 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import CompileError
+from ..errors import BuildTimeoutError, CompileError
 from . import environment, zig_direct, zig_pch
+from .deadline import Deadline
 from .zig_wheel import zig_binary
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
@@ -68,17 +69,28 @@ class Job:
         except OSError as exc:
             raise CompileError(self.tool, command, str(exc), self.source) from None
 
-    def wait(self) -> str:
-        """Wait for zig; raise CompileError with the command and log on failure."""
-        out, _ = self.proc.communicate()
+    def wait(self, deadline: Deadline | None = None) -> str:
+        """Wait for zig; raise CompileError with the command and log on failure, BuildTimeoutError
+        (zig killed) if it runs past `deadline`."""
+        out = self._communicate(deadline)
         if self.proc.returncode != 0 and self._fallback and self.proc.returncode > 0:   # not killed
             if self._direct_failed is not None:
                 self._direct_failed()
             self._fallback, self.proc = None, self._start(self._fallback)
-            out, _ = self.proc.communicate()
+            out = self._communicate(deadline)
         if self.proc.returncode != 0:
             raise CompileError(self.tool, self.command, out, self.source)
         return out
+
+    def _communicate(self, deadline: Deadline | None) -> str:
+        if deadline is None:
+            return self.proc.communicate()[0]
+        try:
+            return self.proc.communicate(timeout=deadline.left())[0]
+        except subprocess.TimeoutExpired:
+            self.kill()
+            out = self.proc.communicate()[0]
+            raise BuildTimeoutError(self.tool, self.proc.args, out or "", self.source, deadline.limit) from None
 
     def kill(self) -> None:
         """Stop zig (the build failed elsewhere); whoever waits for it gets a CompileError."""
@@ -137,13 +149,13 @@ def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path) -> Pa
 
 
 def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,
-         zig_cache: Path, local_cache: Path | None = None) -> str:
+         zig_cache: Path, local_cache: Path | None = None, deadline: Deadline | None = None) -> str:
     """Run `zig cc FLAGS BEFORE INPUTS AFTER -o OUT` in cwd (its linker directly, as zig would run it)."""
     probe = _link_probe(host, tuple(before), tuple(after), str(zig_cache))
     direct = probe.instantiate(str(cwd), {zig_direct.OBJECT: list(inputs), zig_direct.LIBRARY: [out]}) \
         if probe else None
     return Job([*flags(host, cwd), *before, *inputs, *after, "-o", out], cwd, zig_cache,
-               local_cache=local_cache, direct=direct).wait()
+               local_cache=local_cache, direct=direct).wait(deadline)
 
 
 @lru_cache(maxsize=16)

@@ -16,8 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ...errors import CompileError
+from ...errors import BuildTimeoutError, CompileError
 from ...toolchain import object_cache, zig
+from ...toolchain.deadline import Deadline
 from . import split
 
 log = logging.getLogger("jitflow")
@@ -50,13 +51,16 @@ class HostCompile:
     source is split into (default: piece_count for `jobs`), `cpu` zig's -mcpu (None: the baseline).
     `share_entries` (CPU kernel libraries): a source that is not split compiles its entry functions
     apart, into the object they share with every library of their signatures (object_cache.py).
+    `deadline`: a zig process still running then is killed, and wait() raises BuildTimeoutError
+    (the file is not compiled again whole).
     """
 
     def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
                  zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
                  jobs: int | None = None, pieces: int | None = None, cpu: str | None = None,
-                 share_entries: bool = False) -> None:
+                 share_entries: bool = False, deadline: Deadline | None = None) -> None:
         self.source, self.folder, self.host, self.cpu = source, folder, host, cpu
+        self.deadline = deadline
         self.share_entries = share_entries
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
@@ -117,7 +121,7 @@ class HostCompile:
                                      self.cpu)
             self._running.add(job)
         try:
-            job.wait()
+            job.wait(self.deadline)
         finally:
             with self._lock:
                 self._running.discard(job)
@@ -132,6 +136,9 @@ class HostCompile:
             self._started.result()
             try:
                 objects = [f.result() for f in self._futures]
+            except BuildTimeoutError as exc:
+                self.cancel()                    # the other pieces are past it too
+                raise exc.with_source(self.source) from None   # the pieces go: name the whole file
             except CompileError as exc:
                 if self.pieces == [self.source]:
                     raise
