@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..cache import location
 from ..cache.disk import Cache
-from ..errors import CacheError, JitflowError, RemoteEntryError, ToolMissingError
+from ..errors import CacheError, InvalidInputError, JitflowError, RemoteEntryError, ToolMissingError
 from . import request, worker
 from .result import BuildResult, failed
 
@@ -52,6 +52,9 @@ def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
     """Build items[i] for each i in `todo` on the cluster (at most `jobs` tasks at once if given),
     each within `timeout_s` on its worker, calling finished(i, result) as each ends."""
     ray = _ray()
+    if todo and ray.cluster_resources().get("CPU", 0) < 1:
+        raise InvalidInputError("build_all(backend='ray'): the Ray cluster has no CPU to run build tasks on "
+                                "(ray.init(num_cpus=0)?); give it at least one, or use backend='local'")
     task = _task(ray)
     refs: dict[str, Any] = {}             # weight sha256 -> its object, put once per sweep
     queued: list[tuple[int, request.Request]] = []

@@ -111,27 +111,28 @@ def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path, local_cache: Path 
     return Job(args[1:], cwd, zig_cache, local_cache=local_cache, tool=args[0]).wait()
 
 
-def flags(host: str, cwd: Path, cpu: str | None = None) -> list[str]:
+def flags(host: str, cwd: Path, cpu: str | None = None, extra: Sequence[str] = ()) -> list[str]:
     """zig cc's flags for `host`; `cpu` is zig's -mcpu (a model or level, with +feature/-feature:
-    targets/cpu_level.py), None for the architecture's baseline."""
-    return ["-target", ZIG_TARGETS[host], *([f"-mcpu={cpu}"] if cpu else []), *[f.format(cwd=cwd) for f in _FLAGS]]
+    targets/cpu_level.py), None for the architecture's baseline; `extra` come last."""
+    return ["-target", ZIG_TARGETS[host], *([f"-mcpu={cpu}"] if cpu else []), *[f.format(cwd=cwd) for f in _FLAGS],
+            *extra]
 
 
 def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path,
-                   local_cache: Path | None = None, cpu: str | None = None) -> Job:
+                   local_cache: Path | None = None, cpu: str | None = None, extra: Sequence[str] = ()) -> Job:
     """Start compiling C source -> position-independent object file for zig's CPU `cpu` (None: the
-    baseline); call .wait() on the result."""
+    baseline), with `extra` flags after jitflow's own; call .wait() on the result."""
     cwd = out.parent
     relative = os.path.relpath(source, cwd)
     includes = tuple(f"-I{d}" for d in include_dirs)
-    probe = _compile_probe(host, includes, str(zig_cache), cpu)
+    probe = _compile_probe(host, includes, str(zig_cache), cpu, tuple(extra))
     runs = (probe.compiler_proper() or probe) if probe else None     # clang's compiler proper, if known
     direct = runs.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
         if runs else None
     header = _header(probe, source, zig_cache) if direct else None
     if header is not None:
         direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]
-    return Job([*flags(host, cwd, cpu), *includes, "-c", relative, "-o", out.name],
+    return Job([*flags(host, cwd, cpu, extra), *includes, "-c", relative, "-o", out.name],
                cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct,
                direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None)
 
@@ -160,10 +161,10 @@ def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out
 
 @lru_cache(maxsize=16)
 def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str,
-                   cpu: str | None = None) -> zig_direct.Probe | None:
+                   cpu: str | None = None, extra: tuple[str, ...] = ()) -> zig_direct.Probe | None:
     if any(any(c.isspace() for c in d) for d in includes):
         return None
-    return zig_direct.probe_compile(zig_binary(), lambda folder: [*flags(host, folder, cpu), *includes],
+    return zig_direct.probe_compile(zig_binary(), lambda folder: [*flags(host, folder, cpu, extra), *includes],
                                     lambda local: _env(Path(zig_cache), local))
 
 

@@ -24,7 +24,7 @@ def stuck_compiler(monkeypatch, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
 
-    def compile_object(source, out, include_dirs, host, zig_cache, local_cache=None, cpu=None):
+    def compile_object(source, out, include_dirs, host, zig_cache, local_cache=None, cpu=None, extra=()):
         stuck = ["sh", "-c", f'echo $$ > "{pids}/$$"; exec sleep 600']
         return zig.Job(["-c", str(source)], cwd=out.parent, zig_cache=zig_cache, source=source,
                        local_cache=local_cache, direct=stuck)

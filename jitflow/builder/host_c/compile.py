@@ -27,6 +27,20 @@ log = logging.getLogger("jitflow")
 MIN_PIECE_BYTES = 64_000
 #: at most this many pieces, whatever the machine.
 MAX_PIECES = 32
+#: a function of more C than this (explicitly unrolled tuning candidates make megabytes) is compiled
+#: with LARGE_FUNCTION_FLAGS: clang's SLP vectorizer and its instruction schedulers grow faster than
+#: the code on such long straight-line blocks (a 1.3 MB matmul candidate: 48 s of CPU at -O1, 38 s
+#: of it in the SLP vectorizer; docs/tuning.md has the figures, with the run-time cost)
+LARGE_FUNCTION_BYTES = 200_000
+LARGE_FUNCTION_FLAGS = ("-fno-slp-vectorize", "-mllvm", "-enable-misched=false", "-mllvm", "-enable-post-misched=false")
+
+
+def flags_for(text: str) -> tuple[str, ...]:
+    """The flags a host C piece is compiled with beyond zig's own: LARGE_FUNCTION_FLAGS where one of
+    its functions is larger than LARGE_FUNCTION_BYTES."""
+    if len(text) <= LARGE_FUNCTION_BYTES or split.largest_function(text) <= LARGE_FUNCTION_BYTES:
+        return ()
+    return LARGE_FUNCTION_FLAGS
 
 
 def piece_count(size: int, cores: int | None = None) -> int:
@@ -70,6 +84,7 @@ class HostCompile:
         self._lock = threading.Lock()
         self._cancelled = False
         self._running: set[zig.Job] = set()
+        self._extra: dict[Path, tuple[str, ...]] = {source: flags_for(text)}   # flags beyond zig's, by piece
         self._futures: list[Future[Path]] = []
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="jitflow-zig")
         # the split runs beside the caller (which packs the weights meanwhile), then the pieces compile
@@ -82,6 +97,9 @@ class HostCompile:
         if entries is not None:          # the entry functions' object is shared (object_cache.py)
             texts = [entries[1]]
         pieces = [self.source] if len(texts) == 1 and entries is None else self._write_pieces(texts)
+        for piece, piece_text in zip(pieces, texts):
+            if piece != self.source:
+                self._extra[piece] = flags_for(piece_text)
         with self._lock:
             self.pieces = pieces
             if not self._cancelled:
@@ -117,8 +135,9 @@ class HostCompile:
         with self._lock:
             if self._cancelled:
                 raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
+            extra = self._extra.get(source, ())
             job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache,
-                                     self.cpu)
+                                     self.cpu, **({"extra": extra} if extra else {}))
             self._running.add(job)
         try:
             job.wait(self.deadline)
