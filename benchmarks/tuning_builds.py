@@ -5,7 +5,8 @@ run time against TVM's (the cost of the flags chosen by function size, LARGE_FUN
 
     python benchmarks/tuning_builds.py --work-dir tune-logs [--limit 64] [--runs 3] [--run]
     python benchmarks/tuning_builds.py --tune 64 [--work-dir tune-logs]   # tune a 128^3 matmul first
-    python benchmarks/tuning_builds.py --work-dir tune-logs --plain       # without the large-function flags
+    python benchmarks/tuning_builds.py --work-dir tune-logs --plain --only 12,14 --run   # without the
+                                                                      # large-function flags
 
 Every jitflow build is under a fresh key (a cache salt per run). Huge candidates (explicit unrolling)
 are listed with the size of their host C.
@@ -23,26 +24,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
-def _tune(work: str, trials: int) -> None:
+def _tune(work: str, trials: int, n: int) -> None:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     import kernels
     from jitflow.meta_schedule import Builder
 
-    ms.tune_tir(kernels.matmul(128), tvm.target.Target({"kind": "llvm", "num-cores": os.cpu_count() or 1}), work,
+    ms.tune_tir(kernels.matmul(n), tvm.target.Target({"kind": "llvm", "num-cores": os.cpu_count() or 1}), work,
                 max_trials_global=trials, builder=Builder(timeout_s=None), runner=ms.runner.LocalRunner(),
                 cost_model="random")
 
 
 def _tvm_build(mod, target) -> float:
     import tvm
-    from tvm.contrib import tar
+    from tvm.support.tar import tar
 
     start = time.perf_counter()
     lib = tvm.compile(mod, target=target)
     folder = tempfile.mkdtemp(prefix="tuning-builds-tvm-")
-    lib.export_library(os.path.join(folder, "lib.tar"), fcompile=tar.tar)
+    lib.export_library(os.path.join(folder, "lib.tar"), fcompile=tar)
     return time.perf_counter() - start
 
 
@@ -69,16 +70,19 @@ def main() -> None:
     parser.add_argument("--work-dir", default=None, help="a MetaSchedule work folder (its JSON database)")
     parser.add_argument("--tune", type=int, default=0, help="tune this many trials first (into --work-dir)")
     parser.add_argument("--limit", type=int, default=64, help="at most this many candidates")
+    parser.add_argument("--only", default="", help="comma-separated candidate numbers (as listed) to build")
     parser.add_argument("--runs", type=int, default=1, help="builds of each candidate (minimum kept)")
     parser.add_argument("--run", action="store_true", help="also time each library (minimum of 5 calls)")
     parser.add_argument("--plain", action="store_true", help="no large-function flags (what came before)")
+    parser.add_argument("--large-flags", default=None, help="other flags for large functions, space-separated")
     parser.add_argument("--timeout", type=float, default=None, help="jitflow's timeout_s per build")
+    parser.add_argument("--n", type=int, default=128, help="the matmul's size (of --tune, and for --run)")
     args = parser.parse_args()
     work = args.work_dir or tempfile.mkdtemp(prefix="tuning-builds-")
     os.environ.setdefault("JITFLOW_CACHE_DIR", tempfile.mkdtemp(prefix="tuning-builds-cache-"))
     os.environ["JITFLOW_PROGRESS"] = "0"
     if args.tune:
-        _tune(work, args.tune)
+        _tune(work, args.tune, args.n)
     import numpy as np
     import tvm
     from tvm.s_tir import meta_schedule as ms
@@ -87,12 +91,17 @@ def main() -> None:
 
     if args.plain:
         host_compile.LARGE_FUNCTION_FLAGS = ()
+    elif args.large_flags is not None:
+        host_compile.LARGE_FUNCTION_FLAGS = tuple(args.large_flags.split())
     database = ms.database.JSONDatabase(work_dir=work)
     records = database.get_all_tuning_records()[:args.limit]
     target = tvm.target.Target({"kind": "llvm", "num-cores": os.cpu_count() or 1})
     print(f"{len(records)} candidates from {work}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     worst = 0.0
+    only = {int(x) for x in args.only.split(",") if x.strip()}
     for n, record in enumerate(records):
+        if only and n not in only:
+            continue
         mod = record.as_measure_candidate().sch.mod
         from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
@@ -108,7 +117,7 @@ def main() -> None:
         worst = max(worst, jit_s / tvm_s)
         line = f"#{n}: host C {size / 1000:.0f} KB; jitflow {jit_s:.2f} s, TVM {tvm_s:.2f} s, {jit_s / tvm_s:.2f}x"
         if args.run:
-            shape = [int(x) for x in mod["main"].buffer_map[mod["main"].params[0]].shape]
+            shape = (args.n, args.n)
             a, b = (tvm.runtime.tensor(np.random.rand(*shape).astype("float32")) for _ in range(2))
             c = tvm.runtime.tensor(np.zeros(shape, "float32"))
             ours = _run_time(exe["main"], (a, b, c))

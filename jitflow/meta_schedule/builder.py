@@ -16,7 +16,7 @@ from typing import Any
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, ToolMissingError
 from ..executable import compile as jitflow_compile
 from ..farm import build_all
 from ..farm.result import BACKENDS
@@ -73,6 +73,11 @@ class Builder(PyBuilder):
         if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
                                       or not timeout_s > 0):
             raise InvalidInputError(f"timeout_s must be a number of seconds above 0 (or None), not {timeout_s!r}")
+        if backend == "ray":
+            import importlib.util
+
+            if importlib.util.find_spec("ray") is None:
+                raise ToolMissingError("Builder(backend='ray') needs Ray: pip install 'jitflow[ray]'")
         self.jobs, self.backend, self.timeout_s = jobs, backend, timeout_s
         self.cache_dir = cache_dir
 

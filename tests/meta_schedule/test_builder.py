@@ -31,6 +31,19 @@ from jitflow.meta_schedule.targets import compile_arguments  # noqa: E402
 TARGET = {"kind": "llvm", "num-cores": 2}
 
 
+@pytest.fixture(autouse=True)
+def meta_schedule_logging():
+    """MetaSchedule's second tuning in a process re-reads its logger's handlers by name; pytest's
+    capture handlers, attached to that logger meanwhile, have none. Leave them out while tuning."""
+    import logging
+
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    unnamed = [h for h in logger.handlers if h.get_name() is None]
+    for h in unnamed:
+        logger.removeHandler(h)
+    yield
+
+
 def quick_space():
     """MetaSchedule's llvm search space with unrolling up to 64 steps and vectors up to 16 lanes (its own
     goes to 512 and 64: megabytes of C for some candidates, seconds to build each)."""
@@ -150,7 +163,7 @@ def test_tuning_targets_become_jitflows_arguments():
 def test_a_relax_model_tuned_through_the_documented_call(tmp_path, cache_dir):
     weights = models.mlp_weights()
     tuned = jitflow.meta_schedule.tune_relax(models.mlp(weights=weights), TARGET, str(tmp_path / "tune"),
-                                             max_trials_global=8, num_trials_per_iter=4,
+                                             max_trials_global=4, num_trials_per_iter=2,
                                              builder=Builder(jobs=2), cost_model="random", seed=3,
                                              space=quick_space())
     scheduled = [f for f in tuned.functions.values()
