@@ -74,12 +74,12 @@ def _timed_runner(ms, inner, clock: dict):
     return TimedRunner()
 
 
-def _builder(ms, name: str, jobs: int, cache: str):
+def _builder(ms, name: str, jobs: int, cache: str, timeout: float):
     if name == "local":
-        return ms.builder.LocalBuilder(max_workers=jobs)
+        return ms.builder.LocalBuilder(max_workers=jobs, timeout_sec=timeout)
     from jitflow.meta_schedule import Builder
 
-    return Builder(jobs=jobs, cache_dir=cache)
+    return Builder(jobs=jobs, cache_dir=cache, timeout_s=timeout)
 
 
 def tune_once(name: str, args) -> dict:
@@ -92,7 +92,7 @@ def tune_once(name: str, args) -> dict:
     cache = tempfile.mkdtemp(prefix="tune-bench-cache-")
     work = tempfile.mkdtemp(prefix=f"tune-bench-{name}-")
     target = tvm.target.Target({"kind": "llvm", "num-cores": args.jobs})
-    builder = _timed(ms, _builder(ms, name, args.jobs, cache), clock)
+    builder = _timed(ms, _builder(ms, name, args.jobs, cache, args.timeout), clock)
     runner = _timed_runner(ms, ms.runner.LocalRunner(), clock)
     start = time.perf_counter()
     db = ms.tune_tir(kernels.matmul(args.n)["main"], target, work, max_trials_global=args.trials,
@@ -120,14 +120,16 @@ def same_candidates(args) -> None:
     best: dict[str, float] = {}
     for r in range(args.rounds):
         for name in args.builders.split(","):
-            builder = _builder(ms, name, args.jobs, tempfile.mkdtemp(prefix="tune-bench-cache-"))
+            builder = _builder(ms, name, args.jobs, tempfile.mkdtemp(prefix="tune-bench-cache-"), args.timeout)
             start = time.perf_counter()
             results = builder.build(inputs)
             seconds = time.perf_counter() - start
-            failed = sum(1 for x in results if x.error_msg)
+            errors = [x.error_msg for x in results if x.error_msg]
+            failed = len(errors)
             best[name] = min(best.get(name, float("inf")), seconds)
             print(f"round {r + 1}: {name} builder, {len(inputs)} candidates, {args.jobs} workers: {seconds:.2f} s "
-                  f"({1000 * seconds / len(inputs):.1f} ms each, {failed} failed)", flush=True)
+                  f"({1000 * seconds / len(inputs):.1f} ms each, {failed} failed"
+                  + (f"; the first: {errors[0].splitlines()[0][:160]}" if errors else "") + ")", flush=True)
             for x in results:
                 if x.artifact_path:
                     import shutil
@@ -149,6 +151,7 @@ def main() -> None:
     parser.add_argument("--builders", default="local,jitflow")
     parser.add_argument("--same-candidates", action="store_true")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=30.0, help="each builder's per-candidate timeout (s)")
     args = parser.parse_args()
     os.environ["JITFLOW_PROGRESS"] = "0"
     print(f"tuning a {args.n}^3 float32 matmul, {args.trials} trials, {args.jobs} workers, {os.cpu_count()} cores, "

@@ -67,9 +67,10 @@ class BuildTimeoutError(CompileError):
     running then was killed, and nothing was stored. Carries what CompileError carries."""
 
     def __init__(self, tool: str, command: Sequence[str] | str, log: str, source_path: Path | str | None = None,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None, killed: bool = True) -> None:
         limit = f"{timeout_s:g} s" if timeout_s is not None else "its time limit"
-        super().__init__(f"{tool} (past the build's time limit of {limit}, killed)", command, log, source_path)
+        what = "killed" if killed else "ended after it"
+        super().__init__(f"{tool} (past the build's time limit of {limit}, {what})", command, log, source_path)
         self.timeout_s = timeout_s
 
 

@@ -27,4 +27,5 @@ class Deadline(NamedTuple):
         """Raise BuildTimeoutError naming `step` if the deadline has passed (after a step that cannot be
         interrupted, such as lowering in this process)."""
         if time.monotonic() >= self.at:
-            raise BuildTimeoutError(step, what or step, "(the step ended after the time limit)", None, self.limit)
+            raise BuildTimeoutError(step, what or step, "(it runs in this process and cannot be interrupted)", None,
+                                    self.limit, killed=False)

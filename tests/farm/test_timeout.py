@@ -106,3 +106,12 @@ def test_a_farm_worker_applies_the_timeout_and_leaves_the_environment_alone(cach
     assert "JITFLOW_BUILD_JOBS" not in os.environ
     assert jitflow.compile(kernels.axpb(4131.0), "c").settings.build_jobs is None
     _killed(stuck_compiler)
+
+
+def test_a_limit_that_passes_while_tvm_lowers_fails_the_build_when_lowering_ends(cache_dir):
+    exe = jitflow.compile(kernels.axpb(4140.0), "c")
+    with pytest.raises(BuildTimeoutError, match=r"lowering with TVM \(past the build's time limit of 0.001 s, "
+                                                r"ended after it\)"):
+        exe.build(timeout_s=0.001)          # lowering alone takes longer: nothing is compiled after it
+    _nothing_left(cache_dir, exe)
+    assert exe.build(timeout_s=120).outcome == "built"

@@ -31,17 +31,14 @@ from jitflow.meta_schedule.targets import compile_arguments  # noqa: E402
 TARGET = {"kind": "llvm", "num-cores": 2}
 
 
-@pytest.fixture(autouse=True)
-def meta_schedule_logging():
-    """MetaSchedule's second tuning in a process re-reads its logger's handlers by name; pytest's
-    capture handlers, attached to that logger meanwhile, have none. Leave them out while tuning."""
+def meta_schedule_logging() -> None:
+    """Call right before tuning: MetaSchedule re-reads its logger's handlers by name when it tunes, and
+    pytest's capture handlers, attached to that logger for each test phase, have none."""
     import logging
 
     logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    unnamed = [h for h in logger.handlers if h.get_name() is None]
-    for h in unnamed:
-        logger.removeHandler(h)
-    yield
+    for handler in [h for h in logger.handlers if h.get_name() is None]:
+        logger.removeHandler(handler)
 
 
 def quick_space():
@@ -53,20 +50,31 @@ def quick_space():
     return ms.space_generator.PostOrderApply(sch_rules=rules)
 
 
+def quick_runner():
+    """MetaSchedule's LocalRunner, timing each candidate twice (its default runs each for 100 ms)."""
+    return ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=1, min_repeat_ms=0))
+
+
+#: random traces of the search space (the evolutionary search's population of 2048 is slow to breed)
+STRATEGY = "replay-trace"
+
+
 def matmul():
     return kernels.matmul()["main"]
 
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory, zig_cache):
-    """One real tune_tir of a 128x128x128 matmul: 16 trials, jitflow's builder, MetaSchedule's LocalRunner."""
+    """One real tune_tir of a 128x128x128 matmul: 16 trials, the random cost model, jitflow's builder,
+    MetaSchedule's LocalRunner."""
     with module_cache(tmp_path_factory, zig_cache) as cache:
         work = tmp_path_factory.mktemp("tune")
         target = tvm.target.Target(TARGET)
         builder = Builder(jobs=2, timeout_s=60)
+        meta_schedule_logging()
         database = ms.tune_tir(matmul(), target, str(work), max_trials_global=16, num_trials_per_iter=8,
-                               builder=builder, runner=ms.runner.LocalRunner(), cost_model="random", seed=7,
-                               space=quick_space())
+                               builder=builder, runner=quick_runner(), cost_model="random", seed=7,
+                               space=quick_space(), strategy=STRATEGY)
         yield cache, database, target, builder
 
 
@@ -162,10 +170,11 @@ def test_tuning_targets_become_jitflows_arguments():
 
 def test_a_relax_model_tuned_through_the_documented_call(tmp_path, cache_dir):
     weights = models.mlp_weights()
+    meta_schedule_logging()
     tuned = jitflow.meta_schedule.tune_relax(models.mlp(weights=weights), TARGET, str(tmp_path / "tune"),
                                              max_trials_global=4, num_trials_per_iter=2,
                                              builder=Builder(jobs=2), cost_model="random", seed=3,
-                                             space=quick_space())
+                                             space=quick_space(), strategy=STRATEGY, runner=quick_runner())
     scheduled = [f for f in tuned.functions.values()
                  if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled")]
     assert scheduled                                      # the database's schedules were applied
@@ -178,6 +187,7 @@ def test_a_relax_model_tuned_through_the_documented_call(tmp_path, cache_dir):
 def test_cuda_tune_tir_with_local_runner(tmp_path, cache_dir):
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 1024,
                                 "max_shared_memory_per_block": 49152}, host={"kind": "llvm", "num-cores": 4})
+    meta_schedule_logging()
     database = ms.tune_tir(matmul(), target, str(tmp_path / "tune"), max_trials_global=16,
                            num_trials_per_iter=8, builder=Builder(jobs=2), runner=ms.runner.LocalRunner(),
                            cost_model="random", seed=7)
