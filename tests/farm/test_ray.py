@@ -195,3 +195,9 @@ def test_the_meta_schedule_builder_builds_on_the_cluster_and_hands_out_local_cop
         np.testing.assert_allclose(c.numpy(), 4201.0 + i)
         shutil.rmtree(os.path.dirname(r.artifact_path))
         assert exe.cached()
+
+
+def test_a_cluster_without_a_cpu_is_an_error_not_a_wait(cluster, cache_dir, monkeypatch):
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"memory": 1e9})     # what ray.init(num_cpus=0) gives
+    with pytest.raises(jitflow.errors.InvalidInputError, match="no CPU to run build tasks on"):
+        jitflow.build_all([jitflow.compile(kernels.axpb(4300.0), "c")], backend="ray")
