@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.jitflow-installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cuda,dev]'
+	$(PY) -m pip install -q -e '.[cuda,dev,tune]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -23,7 +23,7 @@ test: $(STAMP)
 # build_all on a local Ray cluster (the tests start one of 2 CPUs); installs the ray extra first if needed
 RAY_STAMP := $(VENV)/.jitflow-ray-installed
 $(RAY_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e '.[cuda,dev,ray]'
+	$(PY) -m pip install -q -e '.[cuda,dev,tune,ray]'
 	touch $(RAY_STAMP)
 
 test-ray: $(RAY_STAMP)

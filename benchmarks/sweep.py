@@ -9,8 +9,11 @@ each in candidates per second, with jitflow's ratio to the pool and Ray's scalin
 for the pool and the local processes also the CPU time per candidate (of every process involved,
 compilers included), which other work on a shared machine changes less than the rates.
 
-    python benchmarks/sweep.py [--candidates 64] [--jobs 2] [--ray-workers 1,2] [--no-ray]
-    python benchmarks/sweep.py --candidates 256 --jobs 16 --ray-workers 1,2,4,8      # a 16-core machine
+    python benchmarks/sweep.py [--candidates 64] [--jobs 1,2] [--ray-workers 1,2] [--no-ray]
+    python benchmarks/sweep.py --candidates 512 --jobs 1,16 --ray-workers 1,2,4,8    # a 16-core machine
+
+`--jobs` takes one or more process counts: the pool and build_all are timed at each (a row per
+count), with build_all's scaling against its one-process rate where 1 is among them.
 
 Every timed sweep builds keys never built before (a cache salt per sweep; the pool writes new
 files), after a warm-up sweep of other keys that starts the workers and imports TVM in them. Each W
@@ -122,13 +125,28 @@ def where_time_goes(mods: list) -> str:
             f"zig (compile and link) {zig:.1f} ms")
 
 
+def _counts(text: str, flag: str, parser: argparse.ArgumentParser) -> list[int]:
+    """A comma-separated list of whole numbers of 1 or more (a cluster or pool of 0 would never build)."""
+    try:
+        counts = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        parser.error(f"{flag} takes whole numbers of 1 or more, comma-separated, not {text!r}"
+                     + (" (use --no-ray to leave Ray out)" if flag == "--ray-workers" else ""))
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=64)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="pool and build_all processes")
+    parser.add_argument("--jobs", default=",".join(dict.fromkeys(["1", str(os.cpu_count() or 1)])),
+                        help="comma-separated process counts for the pool and build_all (default 1 and every core)")
     parser.add_argument("--ray-workers", default="1,2", help="comma-separated W for the Ray sweeps")
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
+    jobs = _counts(args.jobs, "--jobs", parser)
+    workers = [] if args.no_ray else _counts(args.ray_workers, "--ray-workers", parser)
     os.environ.setdefault("JITFLOW_CACHE_DIR", tempfile.mkdtemp(prefix="sweep-cache-"))
     os.environ["JITFLOW_PROGRESS"] = "0"
     import tvm
@@ -141,17 +159,23 @@ def main() -> None:
     jitflow.compile(warm[0], "c", cache_salt="warm-up").build()   # zig's probe and stubs, before forking
     print(f"sweep: {len(mods)} distinct {N}x{N} matmul candidates, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the start")
-    seconds, pool_cpu = tvm_pool(mods, args.jobs)
-    pool, pool_cpu = len(mods) / seconds, 1000 * pool_cpu / len(mods)
-    print(f"tvm.compile(llvm) + export_library, fork pool of {args.jobs}: {pool:.1f} candidates/s, "
-          f"{pool_cpu:.1f} ms of CPU each", flush=True)
-    seconds, local_cpu = jitflow_sweep(mods, "local", args.jobs, "local")
-    local, local_cpu = len(mods) / seconds, 1000 * local_cpu / len(mods)
-    print(f"jitflow build_all(jobs={args.jobs}): {local:.1f} candidates/s, {local / pool:.2f}x the pool; "
-          f"{local_cpu:.1f} ms of CPU each, {pool_cpu / local_cpu:.2f}x less", flush=True)
+    rates: dict[int, float] = {}
+    pool = 0.0
+    for j in jobs:
+        seconds, pool_cpu = tvm_pool(mods, j)
+        pool, pool_cpu = len(mods) / seconds, 1000 * pool_cpu / len(mods)
+        print(f"tvm.compile(llvm) + export_library, fork pool of {j}: {pool:.1f} candidates/s, "
+              f"{pool_cpu:.1f} ms of CPU each", flush=True)
+        seconds, local_cpu = jitflow_sweep(mods, f"local {j}", j, "local")
+        local, local_cpu = len(mods) / seconds, 1000 * local_cpu / len(mods)
+        rates[j] = local
+        scaling = f"; {local / rates[1]:.2f}x one process = {local / rates[1] / j:.2f} x {j}" \
+            if 1 in rates and j > 1 else ""
+        print(f"jitflow build_all(jobs={j}): {local:.1f} candidates/s, {local / pool:.2f}x the pool; "
+              f"{local_cpu:.1f} ms of CPU each, {pool_cpu / local_cpu:.2f}x less{scaling}", flush=True)
     print(where_time_goes(mods[:16]), flush=True)       # before Ray's threads share this process
-    if not args.no_ray:
-        ray_sweeps(mods, [int(w) for w in args.ray_workers.split(",")], pool)
+    if workers:
+        ray_sweeps(mods, workers, pool)
 
 
 def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:

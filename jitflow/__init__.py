@@ -32,6 +32,10 @@ _LAZY = {"BuildInfo": ("pipeline", "BuildInfo"), "BuildResult": ("farm", "BuildR
 
 
 def __getattr__(name: str) -> Any:
+    if name == "meta_schedule":        # jitflow.meta_schedule.Builder: TVM's MetaSchedule, imported when used
+        import importlib
+
+        return importlib.import_module(f"{__name__}.meta_schedule")
     if name in _LAZY:
         import importlib
 

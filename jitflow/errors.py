@@ -62,6 +62,18 @@ class CompileError(JitflowError):
         return new
 
 
+class BuildTimeoutError(CompileError):
+    """A build ran past its time limit (build_all's or Executable.build's `timeout_s`): the compiler
+    running then was killed, and nothing was stored. Carries what CompileError carries."""
+
+    def __init__(self, tool: str, command: Sequence[str] | str, log: str, source_path: Path | str | None = None,
+                 timeout_s: float | None = None, killed: bool = True) -> None:
+        limit = f"{timeout_s:g} s" if timeout_s is not None else "its time limit"
+        what = "killed" if killed else "ended after it"
+        super().__init__(f"{tool} (past the build's time limit of {limit}, {what})", command, log, source_path)
+        self.timeout_s = timeout_s
+
+
 class HostCodeError(CompileError):
     """The module's host code uses a construct that the C host cannot express.
 

@@ -100,11 +100,11 @@ class Executable:
                 return True
         return False
 
-    def _obtain(self) -> pipeline.Obtained:
+    def _obtain(self, deadline: Any = None) -> pipeline.Obtained:
         """The verified library, held open, and its metadata: close it (a `with` block) when done."""
         fresh = self._key is None        # taken now, from the module as it is now
         got = pipeline.obtain(self._cache_key(), self._mod, self.target, self.settings, self.options,
-                              self._in_process, key_is_fresh=fresh)
+                              self._in_process, key_is_fresh=fresh, deadline=deadline)
         self.build_info = got.info
         self._meta = got.meta
         return got
@@ -115,12 +115,23 @@ class Executable:
         with self._lock:
             return self._obtain()
 
-    def build(self) -> BuildInfo:
+    def build(self, timeout_s: float | None = None) -> BuildInfo:
         """Build the library, or find it in the cache, without loading it (no GPU or driver is
         needed): what build_all does for each item. Returns build_info; exe.jit() afterwards is a
-        cache hit. With caching off the build is checked and thrown away."""
-        with self._lock, self._obtain() as got:
-            return got.info
+        cache hit. With caching off the build is checked and thrown away.
+
+        timeout_s: seconds the build may take; past them its compiler is killed and the build fails
+        with BuildTimeoutError, storing nothing (steps that run in this process, TVM's lowering and
+        NVRTC, are not interrupted: the build fails when they end). None: no limit."""
+        check_timeout(timeout_s)
+        with self._lock:
+            if timeout_s is None:
+                with self._obtain() as got:
+                    return got.info
+            from .toolchain.deadline import Deadline
+
+            with self._obtain(Deadline.after(timeout_s)) as got:
+                return got.info
 
     def jit(self, device_query: Any = None) -> Any:
         """The loaded TVM runtime module: built once, then a cache hit in every later process.
@@ -225,6 +236,15 @@ class Executable:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         return dest
+
+
+def check_timeout(timeout_s: Any) -> None:
+    """Refuse a timeout_s that is not a number of seconds above 0 (None: no limit)."""
+    if timeout_s is None:
+        return
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < float("inf"):
+        raise InvalidInputError(f"timeout_s must be a number of seconds above 0 (or None for no limit), "
+                                f"not {timeout_s!r}")
 
 
 def _has_function(module: Any, name: str) -> bool:

@@ -32,6 +32,7 @@ from .targets import TargetSpec
 
 if TYPE_CHECKING:
     from .builder.progress import Progress
+    from .toolchain.deadline import Deadline
 
 log = logging.getLogger("jitflow")
 
@@ -83,8 +84,11 @@ class Obtained:
 
 
 def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
-           in_process: InProcess, key_is_fresh: bool = False) -> Obtained:
+           in_process: InProcess, key_is_fresh: bool = False, deadline: Deadline | None = None) -> Obtained:
     """The verified library for `cache_key`: from the cache, or built (once, under the key's lock) and stored.
+
+    deadline: a build still running then is stopped (its compiler killed) with BuildTimeoutError, and
+    nothing is stored.
 
     key_is_fresh: the key was taken from `mod` just now, so a build need not take it again to check
     that the module has not changed since (a model's weights take tens of milliseconds to hash).
@@ -105,10 +109,12 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
     if found is None:
         cache = NullCache(folders) if cache_key.uncacheable else folders.for_building()
         if isinstance(cache, NullCache):
-            found = _build_uncached(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
+            found = _build_uncached(cache, cache_key, mod, spec, settings, options, in_process, info, recheck,
+                                    deadline)
             info.outcome = "built"
         else:
-            found = _build_once(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
+            found = _build_once(cache, cache_key, mod, spec, settings, options, in_process, info, recheck,
+                                deadline)
     info.total, info.library = time.perf_counter() - start, found[0].path
     if isinstance(cache, Cache):
         counters.record(cache.root, info.outcome, info.total, found[1])
@@ -126,7 +132,7 @@ def _say_uncacheable(reason: str) -> None:
 
 def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,
                 options: BuildOptions, in_process: InProcess, info: BuildInfo,
-                recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
+                recheck: bool, deadline: Deadline | None = None) -> tuple[LibraryFile, dict[str, Any]]:
     """Under the key's lock: another process's result, the shared tier's, or this process's build."""
     key, inputs = cache_key.digest, cache_key.inputs
     wait_start = time.perf_counter()
@@ -141,7 +147,8 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
             info.outcome = "shared" if found else info.outcome
         if found is None:
             info.outcome = "built"
-            found = _build_and_store(cache, cache_key, mod, spec, settings, options, in_process, info, recheck)
+            found = _build_and_store(cache, cache_key, mod, spec, settings, options, in_process, info, recheck,
+                                     deadline)
             shared.share()
     if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
         from .cache import admin
@@ -152,13 +159,14 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
 
 def _build_uncached(cache: NullCache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,
                     options: BuildOptions, in_process: InProcess, info: BuildInfo,
-                    recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
+                    recheck: bool, deadline: Deadline | None = None) -> tuple[LibraryFile, dict[str, Any]]:
     """Build in the null cache's temporary folder (removed on failure, its sources kept for the error)."""
     key, inputs = cache_key.digest, cache_key.inputs
     with cache.build_folder() as folder:
         try:
             with _progress(key, spec, settings) as progress:
-                meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck)
+                meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck,
+                              deadline)
         except CompileError as exc:
             from .cache.failed import keep_sources
 
@@ -168,7 +176,7 @@ def _build_uncached(cache: NullCache, cache_key: CacheKey, mod: Any, spec: Targe
 
 def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,
                      options: BuildOptions, in_process: InProcess, info: BuildInfo,
-                     recheck: bool) -> tuple[LibraryFile, dict[str, Any]]:
+                     recheck: bool, deadline: Deadline | None = None) -> tuple[LibraryFile, dict[str, Any]]:
     """Build into a staging folder and publish it; a full disk is a CacheError that leaves nothing."""
     from .builder.clock import Clock
     from .cache.failed import keep_sources
@@ -177,7 +185,8 @@ def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSp
     try:
         with cache.staging(key) as folder, _progress(key, spec, settings) as progress:
             try:
-                meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck)
+                meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck,
+                              deadline)
             except CompileError as exc:
                 if _out_of_space(cache.root):
                     raise
@@ -195,7 +204,8 @@ def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSp
 
 
 def _build(folder: Path, mod: Any, cache_key: CacheKey, spec: TargetSpec, settings: Settings, options: BuildOptions,
-           in_process: InProcess, info: BuildInfo, progress: Progress, recheck: bool) -> dict[str, Any]:
+           in_process: InProcess, info: BuildInfo, progress: Progress, recheck: bool,
+           deadline: Deadline | None = None) -> dict[str, Any]:
     """build_into, after checking (with `recheck`) that the module is still the one the key was taken
     from (a tensor bound in it and changed in place would otherwise be built under the old key)."""
     if recheck and not module_unchanged(cache_key, mod):
@@ -203,7 +213,7 @@ def _build(folder: Path, mod: Any, cache_key: CacheKey, spec: TargetSpec, settin
                                 "modified in place?); call jitflow.compile() again with the changed module")
     from .builder.steps import build_into
 
-    meta = build_into(folder, mod, spec, settings, options, in_process, info.stages, progress)
+    meta = build_into(folder, mod, spec, settings, options, in_process, info.stages, progress, deadline)
     info.note = _level_note(folder, spec, options)
     return meta
 

@@ -14,12 +14,13 @@ from typing import Any
 
 from ..cache.entry import Entry
 from ..config import Settings
-from ..errors import CompileError
+from ..errors import BuildTimeoutError, CompileError
 from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..runtime import compat
 from ..targets import TargetSpec, cpu_level
 from ..toolchain import cuda_flags, device_compiler, host_libs, link, zig_cache
+from ..toolchain.deadline import Deadline
 from . import lower, memory_facts, pack
 from .clock import Clock
 from .device_compile import compile_device
@@ -73,10 +74,13 @@ def _device_code(fatbins: dict[int, list[DevicePiece]]) -> dict[str, Any] | None
 
 
 def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
-               in_process: InProcess, stages: dict[str, float], progress: Progress | None = None) -> dict[str, Any]:
+               in_process: InProcess, stages: dict[str, float], progress: Progress | None = None,
+               deadline: Deadline | None = None) -> dict[str, Any]:
     """Build the library into folder/lib.so, keeping sources in folder/src; returns metadata.
 
-    `options` are read, never changed; `in_process` holds the caller's PassContext and Relax Pass."""
+    `options` are read, never changed; `in_process` holds the caller's PassContext and Relax Pass.
+    `deadline`: past it the compiler running is killed (steps in this process, lowering and NVRTC,
+    are checked when they end) and BuildTimeoutError is raised."""
     if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
         device_compiler.check_archs(spec.archs, settings.cuda_compiler)
     clock = Clock(stages, progress)
@@ -90,17 +94,21 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     with clock.stage("lower", "lowering with TVM"):
         lowered = lower.lower(mod, spec, options.pass_config, relax_pipeline(options, in_process),
                               in_process.pass_context, defer_pack=True)
+    if deadline is not None:
+        deadline.check("lowering with TVM")
     entry.host_c.write_text(lowered.host_c)
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
                        None if lowered.devices else clock.show,   # the device code has the line first
                        settings.build_jobs, cpu=options.cpu_level.zig_cpu if options.cpu_level else None,
-                       share_entries=not spec.is_cuda and not lowered.is_vm)
+                       share_entries=not spec.is_cuda and not lowered.is_vm, deadline=deadline)
     try:
         if lowered.pending:
             with clock.stage("pack", "packing the model"):      # a VM's weights, while the host C compiles
                 lowered.finish()
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
+        if deadline is not None and fatbins:
+            deadline.check("compiling device code")
         data = memory_facts.keep(lowered.ir, lowered.blob, folder, spec.kind, spec.host)
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
@@ -110,6 +118,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         clock.show(host.describe())
         try:
             objects = host.wait()
+        except BuildTimeoutError:
+            raise
         except CompileError as exc:
             raise host_source.explain(exc, entry.host_c.read_text()) from None
     except BaseException:
@@ -119,7 +129,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
                          needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host),
-                         device_code=_device_code(fatbins))
+                         device_code=_device_code(fatbins), deadline=deadline)
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

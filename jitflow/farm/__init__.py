@@ -17,17 +17,20 @@ from .result import BuildResult, checked, failed
 __all__ = ["BuildResult", "build_all"]
 
 
-def build_all(executables: Sequence[Any], jobs: int | None = None, backend: str = "local") -> list[BuildResult]:
+def build_all(executables: Sequence[Any], jobs: int | None = None, backend: str = "local",
+              timeout_s: float | None = None) -> list[BuildResult]:
     """Build (or find in the cache) every executable; results in input order.
 
     backend "local": `jobs` forked processes (default one per CPU). backend "ray": a Ray task per
     library on the cluster this process is connected to (`ray.init(...)`; a local one is started,
     with a warning, if none is), at most `jobs` at once if given; see docs/farm.md.
+    timeout_s: seconds each build may take (Executable.build's limit): past them its compiler is
+    killed, the item fails with BuildTimeoutError and nothing is stored; None: no limit.
     Afterwards exe.jit() on each loads from the cache. Build errors are returned, not raised; an
-    item that is not an Executable, `jobs` below 1 or an unknown backend is an InvalidInputError
-    before anything is built.
+    item that is not an Executable, `jobs` below 1, a bad timeout or an unknown backend is an
+    InvalidInputError before anything is built.
     """
-    items = checked(executables, jobs, backend)
+    items = checked(executables, jobs, backend, timeout_s)
     results: list[BuildResult | None] = [None] * len(items)
     first: dict[str, int] = {}           # key -> the first item with it (built once)
     for i, exe in enumerate(items):
@@ -49,9 +52,9 @@ def build_all(executables: Sequence[Any], jobs: int | None = None, backend: str 
         if backend == "ray":
             from . import ray_backend
 
-            ray_backend.build_on_ray(items, list(first.values()), jobs, finished)
+            ray_backend.build_on_ray(items, list(first.values()), jobs, finished, timeout_s)
         else:
-            local.build_here(items, list(first.values()), jobs, finished)
+            local.build_here(items, list(first.values()), jobs, finished, timeout_s)
     finally:
         progress.close()
     for i, exe in enumerate(items):

@@ -24,26 +24,26 @@ def _adopt(items: list[Any]) -> None:
     _WORK = items
 
 
-def _build_one(index: int, items: list[Any] | None = None) -> Done:
+def _build_one(index: int, items: list[Any] | None = None, timeout_s: float | None = None) -> Done:
     exe = (items if items is not None else _WORK)[index]
     try:
-        return index, True, exe.build().outcome, None, None
+        return index, True, exe.build(timeout_s).outcome, None, None
     except Exception as exc:  # noqa: BLE001 - reported per item; the parent raises nothing
         return index, False, "", str(exc), type(exc).__name__
 
 
 def build_here(items: list[Any], todo: list[int], jobs: int | None,
-               finished: Callable[[int, BuildResult], None]) -> None:
-    """Build items[i] for each i in `todo`, `jobs` at a time (one per CPU by default), calling
-    finished(i, result) as each ends."""
+               finished: Callable[[int, BuildResult], None], timeout_s: float | None = None) -> None:
+    """Build items[i] for each i in `todo`, `jobs` at a time (one per CPU by default), each within
+    `timeout_s` (Executable.build), calling finished(i, result) as each ends."""
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
     if jobs == 1 or len(todo) <= 1:
         for i in todo:
-            finished(i, _result(items, _build_one(i, items)))
+            finished(i, _result(items, _build_one(i, items, timeout_s)))
         return
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_adopt, initargs=(items,)) as pool:
-        for future in as_completed([pool.submit(_build_one, i) for i in todo]):
+        for future in as_completed([pool.submit(_build_one, i, None, timeout_s) for i in todo]):
             done = future.result()
             finished(done[0], _result(items, done))
 

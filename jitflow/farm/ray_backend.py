@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..cache import location
 from ..cache.disk import Cache
-from ..errors import CacheError, JitflowError, RemoteEntryError, ToolMissingError
+from ..errors import CacheError, InvalidInputError, JitflowError, RemoteEntryError, ToolMissingError
 from . import request, worker
 from .result import BuildResult, failed
 
@@ -48,10 +48,13 @@ def _task(ray: Any) -> Any:
 
 
 def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
-                 finished: Callable[[int, BuildResult], None]) -> None:
+                 finished: Callable[[int, BuildResult], None], timeout_s: float | None = None) -> None:
     """Build items[i] for each i in `todo` on the cluster (at most `jobs` tasks at once if given),
-    calling finished(i, result) as each ends."""
+    each within `timeout_s` on its worker, calling finished(i, result) as each ends."""
     ray = _ray()
+    if todo and ray.cluster_resources().get("CPU", 0) < 1:
+        raise InvalidInputError("build_all(backend='ray'): the Ray cluster has no CPU to run build tasks on "
+                                "(ray.init(num_cpus=0)?); give it at least one, or use backend='local'")
     task = _task(ray)
     refs: dict[str, Any] = {}             # weight sha256 -> its object, put once per sweep
     queued: list[tuple[int, request.Request]] = []
@@ -62,7 +65,7 @@ def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
             if exe.cached():
                 finished(i, BuildResult(exe, True, "hit"))
                 continue
-            queued.append((i, request.make(exe, str(_cache_of(exe).root))))
+            queued.append((i, request.make(exe, str(_cache_of(exe).root), timeout_s)))
         except request.NotPortable as exc:
             here.append((i, f"built here: {exc}"))
         except JitflowError as exc:
@@ -82,12 +85,12 @@ def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
         if len(pending) >= limit:
             break
     for i, note in here:                      # while the cluster works
-        finished(i, _build_here(items[i], note))
+        finished(i, _build_here(items[i], note, timeout_s))
     refusals: list[str] = []
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(ready[0])
-        finished(i, _collect(ray, ready[0], items[i], refusals))
+        finished(i, _collect(ray, ready[0], items[i], refusals, timeout_s))
         for i, req in queue:
             submit(i, req)
             break
@@ -104,9 +107,9 @@ def _cache_of(exe: Any) -> Cache:
     return cache
 
 
-def _build_here(exe: Any, note: str) -> BuildResult:
+def _build_here(exe: Any, note: str, timeout_s: float | None = None) -> BuildResult:
     try:
-        return BuildResult(exe, True, exe.build().outcome, note=note)
+        return BuildResult(exe, True, exe.build(timeout_s).outcome, note=note)
     except Exception as exc:  # noqa: BLE001 - reported per item
         return failed(exe, exc, note=note)
 
@@ -124,7 +127,7 @@ def _prune(sent: list[Any]) -> None:
         admin.prune(cache, max_size=cap)
 
 
-def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str]) -> BuildResult:
+def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str], timeout_s: float | None = None) -> BuildResult:
     """The result of one task: its entry installed here, a refusal built here (and noted in
     `refusals`), or the error."""
     try:
@@ -135,7 +138,7 @@ def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str]) -> BuildResult:
     if not reply["ok"]:
         if reply["refused"]:
             refusals.append(reply["error"])
-            return _build_here(exe, f"built here: {reply['error']}")
+            return _build_here(exe, f"built here: {reply['error']}", timeout_s)
         return BuildResult(exe, False, error=reply["error"], error_type=reply["error_type"], where=where)
     try:
         _install(exe, reply)

@@ -47,8 +47,8 @@ class Request:
     weights: dict[str, bytes] = field(default_factory=dict)
 
 
-def make(exe: Any, cache_root: str) -> Request:
-    """The request that rebuilds `exe` elsewhere, or NotPortable."""
+def make(exe: Any, cache_root: str, timeout_s: float | None = None) -> Request:
+    """The request that rebuilds `exe` elsewhere (within `timeout_s` there), or NotPortable."""
     if not exe.settings.cache_enabled:
         raise NotPortable("caching is off here, so a library built elsewhere has nowhere to go")
     in_process: InProcess = exe.in_process
@@ -67,6 +67,7 @@ def make(exe: Any, cache_root: str) -> Request:
         "settings": {"cuda_compiler": exe.settings.cuda_compiler, "cache_salt": exe.settings.cache_salt},
         "pass_context": pass_context_data(in_process.pass_context),
         "origin": {"host": socket.gethostname(), "cache": cache_root},
+        "timeout_s": timeout_s,
     }, weights)
 
 

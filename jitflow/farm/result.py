@@ -35,9 +35,11 @@ def failed(exe: Any, exc: BaseException, where: str = "here", note: str | None =
     return BuildResult(exe, False, error=str(exc), error_type=type(exc).__name__, where=where, note=note)
 
 
-def checked(executables: Any, jobs: Any, backend: Any) -> list[Any]:
+def checked(executables: Any, jobs: Any, backend: Any, timeout_s: Any = None) -> list[Any]:
     """The executables as a list, after refusing what build_all cannot take (before anything is built)."""
-    from ..executable import Executable
+    from ..executable import Executable, check_timeout
+
+    check_timeout(timeout_s)
 
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise InvalidInputError(f"jobs must be a whole number of processes, 1 or more (or None for one per "

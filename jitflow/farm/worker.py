@@ -2,8 +2,9 @@
 key other than the caller's, build (or find) the library in this worker's own cache, and hand the
 entry back as bytes whose every file carries its sha256 (cache/shared/entry_format.py).
 
-One build at a time per worker: the build runs with JITFLOW_BUILD_JOBS=1 (one compiler) and forks
-nothing. Every error comes back as data with its item; only the worker dying ends a task.
+One build at a time per worker: the Executable's settings say one compiler (build_jobs=1, set where
+the request is read: request.executable), and the build forks nothing; the process's environment is
+left as it was. Every error comes back as data with its item; only the worker dying ends a task.
 """
 from __future__ import annotations
 
@@ -74,7 +75,6 @@ def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
     from ..cache.entry import as_json
     from ..cache.shared import entry_format
 
-    os.environ["JITFLOW_BUILD_JOBS"] = "1"       # one build per worker, one compiler per build
     start = time.perf_counter()
     reply: dict[str, Any] = {"ok": False, "node": socket.gethostname(), "refused": False}
     try:
@@ -86,7 +86,7 @@ def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
             diff = key_difference(as_json(mine.inputs), as_json(wire["inputs"]))
             raise KeyMismatchError(wire["key"], mine.digest, diff)
         _die_if_armed(wire["key"], _staging_of(exe))
-        info = exe.build()
+        info = exe.build(wire.get("timeout_s"))
         folder = Path(info.library).parent            # root/entries/<shard>/<key>/lib.so
         origin = wire["origin"]
         reply.update(ok=True, outcome=info.outcome,

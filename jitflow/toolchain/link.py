@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..formats import elf_object, library_digest
 from . import host_libs, zig
+from .deadline import Deadline
 
 log = logging.getLogger("jitflow")
 
@@ -17,7 +18,7 @@ log = logging.getLogger("jitflow")
 def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
                 show: Callable[[str], None] | None = None, data: Sequence[Path] = (),
                 needs: Iterable[str] = (), cpu: dict[str, Any] | None = None,
-                device_code: dict[str, Any] | None = None) -> None:
+                device_code: dict[str, Any] | None = None, deadline: Deadline | None = None) -> None:
     """Link objects (and assembly files) into `out`; `data` are more objects that hold data only.
     The library ends with its digest record, which states `needs` (what of the TVM runtime it needs
     beyond the core: "cuda", "contrib"), `cpu` (its CPU level and the CPU features its code needs:
@@ -41,7 +42,7 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
     zig.link(["-shared", "-nodefaultlibs" if missing else "-nostdlib", "-Wl,--build-id=none"],
              [*[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive],
              ["-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)]], out.name, host, cwd,
-             zig_cache, local_cache)
+             zig_cache, local_cache, deadline)
     marker.unlink(missing_ok=True)
     fields: dict[str, Any] = {"needs": sorted(set(needs))}
     if cpu is not None:

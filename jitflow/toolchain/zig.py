@@ -13,8 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import CompileError
+from ..errors import BuildTimeoutError, CompileError
 from . import environment, zig_direct, zig_pch
+from .deadline import Deadline
 from .zig_wheel import zig_binary
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.
@@ -68,17 +69,28 @@ class Job:
         except OSError as exc:
             raise CompileError(self.tool, command, str(exc), self.source) from None
 
-    def wait(self) -> str:
-        """Wait for zig; raise CompileError with the command and log on failure."""
-        out, _ = self.proc.communicate()
+    def wait(self, deadline: Deadline | None = None) -> str:
+        """Wait for zig; raise CompileError with the command and log on failure, BuildTimeoutError
+        (zig killed) if it runs past `deadline`."""
+        out = self._communicate(deadline)
         if self.proc.returncode != 0 and self._fallback and self.proc.returncode > 0:   # not killed
             if self._direct_failed is not None:
                 self._direct_failed()
             self._fallback, self.proc = None, self._start(self._fallback)
-            out, _ = self.proc.communicate()
+            out = self._communicate(deadline)
         if self.proc.returncode != 0:
             raise CompileError(self.tool, self.command, out, self.source)
         return out
+
+    def _communicate(self, deadline: Deadline | None) -> str:
+        if deadline is None:
+            return self.proc.communicate()[0]
+        try:
+            return self.proc.communicate(timeout=deadline.left())[0]
+        except subprocess.TimeoutExpired:
+            self.kill()
+            out = self.proc.communicate()[0]
+            raise BuildTimeoutError(self.tool, self.proc.args, out or "", self.source, deadline.limit) from None
 
     def kill(self) -> None:
         """Stop zig (the build failed elsewhere); whoever waits for it gets a CompileError."""
@@ -99,27 +111,28 @@ def run_tool(args: Sequence[str], cwd: Path, zig_cache: Path, local_cache: Path 
     return Job(args[1:], cwd, zig_cache, local_cache=local_cache, tool=args[0]).wait()
 
 
-def flags(host: str, cwd: Path, cpu: str | None = None) -> list[str]:
+def flags(host: str, cwd: Path, cpu: str | None = None, extra: Sequence[str] = ()) -> list[str]:
     """zig cc's flags for `host`; `cpu` is zig's -mcpu (a model or level, with +feature/-feature:
-    targets/cpu_level.py), None for the architecture's baseline."""
-    return ["-target", ZIG_TARGETS[host], *([f"-mcpu={cpu}"] if cpu else []), *[f.format(cwd=cwd) for f in _FLAGS]]
+    targets/cpu_level.py), None for the architecture's baseline; `extra` come last."""
+    return ["-target", ZIG_TARGETS[host], *([f"-mcpu={cpu}"] if cpu else []), *[f.format(cwd=cwd) for f in _FLAGS],
+            *extra]
 
 
 def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path,
-                   local_cache: Path | None = None, cpu: str | None = None) -> Job:
+                   local_cache: Path | None = None, cpu: str | None = None, extra: Sequence[str] = ()) -> Job:
     """Start compiling C source -> position-independent object file for zig's CPU `cpu` (None: the
-    baseline); call .wait() on the result."""
+    baseline), with `extra` flags after jitflow's own; call .wait() on the result."""
     cwd = out.parent
     relative = os.path.relpath(source, cwd)
     includes = tuple(f"-I{d}" for d in include_dirs)
-    probe = _compile_probe(host, includes, str(zig_cache), cpu)
+    probe = _compile_probe(host, includes, str(zig_cache), cpu, tuple(extra))
     runs = (probe.compiler_proper() or probe) if probe else None     # clang's compiler proper, if known
     direct = runs.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
         if runs else None
     header = _header(probe, source, zig_cache) if direct else None
     if header is not None:
         direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]
-    return Job([*flags(host, cwd, cpu), *includes, "-c", relative, "-o", out.name],
+    return Job([*flags(host, cwd, cpu, extra), *includes, "-c", relative, "-o", out.name],
                cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct,
                direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None)
 
@@ -137,21 +150,21 @@ def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path) -> Pa
 
 
 def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,
-         zig_cache: Path, local_cache: Path | None = None) -> str:
+         zig_cache: Path, local_cache: Path | None = None, deadline: Deadline | None = None) -> str:
     """Run `zig cc FLAGS BEFORE INPUTS AFTER -o OUT` in cwd (its linker directly, as zig would run it)."""
     probe = _link_probe(host, tuple(before), tuple(after), str(zig_cache))
     direct = probe.instantiate(str(cwd), {zig_direct.OBJECT: list(inputs), zig_direct.LIBRARY: [out]}) \
         if probe else None
     return Job([*flags(host, cwd), *before, *inputs, *after, "-o", out], cwd, zig_cache,
-               local_cache=local_cache, direct=direct).wait()
+               local_cache=local_cache, direct=direct).wait(deadline)
 
 
 @lru_cache(maxsize=16)
 def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str,
-                   cpu: str | None = None) -> zig_direct.Probe | None:
+                   cpu: str | None = None, extra: tuple[str, ...] = ()) -> zig_direct.Probe | None:
     if any(any(c.isspace() for c in d) for d in includes):
         return None
-    return zig_direct.probe_compile(zig_binary(), lambda folder: [*flags(host, folder, cpu), *includes],
+    return zig_direct.probe_compile(zig_binary(), lambda folder: [*flags(host, folder, cpu, extra), *includes],
                                     lambda local: _env(Path(zig_cache), local))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from pathlib import Path
 
 import instruments
 import kernels
@@ -170,3 +171,33 @@ def test_two_drivers_on_one_cluster_with_a_shared_tier_build_each_key_once(clust
     assert len(outcomes) == 5
     assert all(found.count("built") == 1 for found in outcomes.values()), outcomes
     assert sorted(len(found) for found in outcomes.values()) == [1, 1, 2, 2, 2]
+
+
+def test_the_meta_schedule_builder_builds_on_the_cluster_and_hands_out_local_copies(cluster, cache_dir):
+    pytest.importorskip("psutil", reason="MetaSchedule needs the tune extra: pip install 'jitflow[tune]'")
+    import shutil
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from jitflow.meta_schedule import Builder
+
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    inputs = [ms.builder.BuilderInput(kernels.axpb(4200.0 + i), target) for i in range(3)]
+    results = Builder(backend="ray", timeout_s=120).build(inputs)
+    assert [r.error_msg for r in results] == [None] * 3
+    workers = cluster["root"] / "workers" / "v1" / "entries"
+    for i, r in enumerate(results):
+        exe = jitflow.compile(kernels.axpb(4200.0 + i), "c")
+        assert (workers / exe.key[:2] / exe.key / "lib.so").is_file()          # built by a worker
+        assert cache_dir not in Path(r.artifact_path).parents     # a copy, here
+        c = tvm.runtime.tensor(np.zeros(64, "float32"))
+        tvm.runtime.load_module(r.artifact_path)["main"](tvm.runtime.tensor(np.ones(64, "float32")), c)
+        np.testing.assert_allclose(c.numpy(), 4201.0 + i)
+        shutil.rmtree(os.path.dirname(r.artifact_path))
+        assert exe.cached()
+
+
+def test_a_cluster_without_a_cpu_is_an_error_not_a_wait(cluster, cache_dir, monkeypatch):
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"memory": 1e9})     # what ray.init(num_cpus=0) gives
+    with pytest.raises(jitflow.errors.InvalidInputError, match="no CPU to run build tasks on"):
+        jitflow.build_all([jitflow.compile(kernels.axpb(4300.0), "c")], backend="ray")

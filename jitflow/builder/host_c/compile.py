@@ -16,8 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ...errors import CompileError
+from ...errors import BuildTimeoutError, CompileError
 from ...toolchain import object_cache, zig
+from ...toolchain.deadline import Deadline
 from . import split
 
 log = logging.getLogger("jitflow")
@@ -26,6 +27,20 @@ log = logging.getLogger("jitflow")
 MIN_PIECE_BYTES = 64_000
 #: at most this many pieces, whatever the machine.
 MAX_PIECES = 32
+#: a function of more C than this (explicitly unrolled tuning candidates make megabytes) is compiled
+#: with LARGE_FUNCTION_FLAGS: clang's SLP vectorizer and its instruction schedulers grow faster than
+#: the code on such long straight-line blocks (a 1.3 MB matmul candidate: 48 s of CPU at -O1, 38 s
+#: of it in the SLP vectorizer; docs/tuning.md has the figures, with the run-time cost)
+LARGE_FUNCTION_BYTES = 200_000
+LARGE_FUNCTION_FLAGS = ("-fno-slp-vectorize", "-mllvm", "-enable-misched=false", "-mllvm", "-enable-post-misched=false")
+
+
+def flags_for(text: str) -> tuple[str, ...]:
+    """The flags a host C piece is compiled with beyond zig's own: LARGE_FUNCTION_FLAGS where one of
+    its functions is larger than LARGE_FUNCTION_BYTES."""
+    if len(text) <= LARGE_FUNCTION_BYTES or split.largest_function(text) <= LARGE_FUNCTION_BYTES:
+        return ()
+    return LARGE_FUNCTION_FLAGS
 
 
 def piece_count(size: int, cores: int | None = None) -> int:
@@ -50,13 +65,16 @@ class HostCompile:
     source is split into (default: piece_count for `jobs`), `cpu` zig's -mcpu (None: the baseline).
     `share_entries` (CPU kernel libraries): a source that is not split compiles its entry functions
     apart, into the object they share with every library of their signatures (object_cache.py).
+    `deadline`: a zig process still running then is killed, and wait() raises BuildTimeoutError
+    (the file is not compiled again whole).
     """
 
     def __init__(self, source: Path, text: str, folder: Path, include_dirs: Sequence[str], host: str,
                  zig_cache: Path, local_cache: Path, on_progress: Callable[[str], None] | None = None,
                  jobs: int | None = None, pieces: int | None = None, cpu: str | None = None,
-                 share_entries: bool = False) -> None:
+                 share_entries: bool = False, deadline: Deadline | None = None) -> None:
         self.source, self.folder, self.host, self.cpu = source, folder, host, cpu
+        self.deadline = deadline
         self.share_entries = share_entries
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
@@ -66,6 +84,7 @@ class HostCompile:
         self._lock = threading.Lock()
         self._cancelled = False
         self._running: set[zig.Job] = set()
+        self._extra: dict[Path, tuple[str, ...]] = {source: flags_for(text)}   # flags beyond zig's, by piece
         self._futures: list[Future[Path]] = []
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="jitflow-zig")
         # the split runs beside the caller (which packs the weights meanwhile), then the pieces compile
@@ -78,6 +97,9 @@ class HostCompile:
         if entries is not None:          # the entry functions' object is shared (object_cache.py)
             texts = [entries[1]]
         pieces = [self.source] if len(texts) == 1 and entries is None else self._write_pieces(texts)
+        for piece, piece_text in zip(pieces, texts):
+            if piece != self.source:
+                self._extra[piece] = flags_for(piece_text)
         with self._lock:
             self.pieces = pieces
             if not self._cancelled:
@@ -113,11 +135,12 @@ class HostCompile:
         with self._lock:
             if self._cancelled:
                 raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
+            extra = self._extra.get(source, ())
             job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache,
-                                     self.cpu)
+                                     self.cpu, **({"extra": extra} if extra else {}))
             self._running.add(job)
         try:
-            job.wait()
+            job.wait(self.deadline)
         finally:
             with self._lock:
                 self._running.discard(job)
@@ -132,6 +155,9 @@ class HostCompile:
             self._started.result()
             try:
                 objects = [f.result() for f in self._futures]
+            except BuildTimeoutError as exc:
+                self.cancel()                    # the other pieces are past it too
+                raise exc.with_source(self.source) from None   # the pieces go: name the whole file
             except CompileError as exc:
                 if self.pieces == [self.source]:
                     raise

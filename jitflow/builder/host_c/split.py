@@ -253,6 +253,15 @@ _ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)")
 _STRUCT = re.compile(r"\s*struct\s+(\w+)\s*\{")
 
 
+def largest_function(text: str) -> int:
+    """The size in bytes of the largest function definition in C `text` (its whole size when its
+    structure is not understood)."""
+    try:
+        return max((len(item.text) for item in scan(text) if item.kind == "function"), default=0)
+    except ValueError:
+        return len(text)
+
+
 def _declared(item: Item) -> str | None:
     """The function a prototype declares (None for any other item)."""
     if item.kind != "declaration" or item.name is not None or "(" not in item.code:

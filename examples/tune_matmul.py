@@ -1,0 +1,77 @@
+"""Tune a matmul with MetaSchedule, every candidate built by jitflow, check the best against numpy and
+export it as a shipped library.
+
+    python examples/tune_matmul.py [--trials 64] [--jobs 2] [--work-dir tune-logs] [--out matmul_tuned.so]
+    python examples/tune_matmul.py --cuda [--arch sm_90]      # a GPU machine: the same for a CUDA kernel
+    python examples/tune_matmul.py --backend ray              # the builds on a Ray cluster
+
+Needs the tune extra (pip install 'jitflow[tune]'). A second run over the same work folder's candidates
+is all cache hits (`jitflow cache stats`); `jitflow cache ls` lists them as `main candidate <id>`.
+"""
+import argparse
+import os
+import time
+
+import numpy as np
+import tvm
+from tvm.s_tir import meta_schedule as ms
+from tvm.script import tirx as T
+
+import jitflow
+from jitflow.meta_schedule import Builder
+
+N = 256
+
+
+@T.prim_func(s_tir=True)
+def matmul(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
+    for i, j, k in T.grid(N, N, N):
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--jobs", type=int, default=None, help="build processes (default one per core)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--cuda", action="store_true", help="tune a CUDA kernel (needs a GPU to measure)")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--work-dir", default="tune-logs")
+    parser.add_argument("--out", default="matmul_tuned.so")
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    if args.cuda:
+        target = tvm.target.Target({"kind": "cuda", "arch": args.arch, "max_threads_per_block": 1024,
+                                    "max_shared_memory_per_block": 49152}, host={"kind": "llvm", "num-cores": cores})
+    else:
+        target = tvm.target.Target({"kind": "llvm", "num-cores": cores})
+    start = time.perf_counter()
+    database = ms.tune_tir(matmul, target, args.work_dir, max_trials_global=args.trials,
+                           builder=Builder(jobs=args.jobs, backend=args.backend, timeout_s=30),
+                           runner=ms.runner.LocalRunner())
+    print(f"tuned {args.trials} trials in {time.perf_counter() - start:.1f} s")
+    sch = ms.tir_integration.compile_tir(database, matmul, target)
+    if sch is None:
+        raise SystemExit("no candidate was measured: see the logs in " + args.work_dir)
+    exe = jitflow.compile(sch.mod, target)          # the best candidate: a cache hit, built while tuning
+    exe.build()
+    print(f"best candidate: {exe.build_info}")
+    a, b = np.random.rand(N, N).astype("float32"), np.random.rand(N, N).astype("float32")
+    if args.cuda:
+        dev = tvm.cuda()
+        c = tvm.runtime.tensor(np.zeros((N, N), "float32"), dev)
+        exe["main"](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c)
+    else:
+        c = tvm.runtime.tensor(np.zeros((N, N), "float32"))
+        exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    print("matches numpy")
+    print(f"exported {exe.export_library(args.out)} (loads with jitflow.load, TVM's runtime alone)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""jitflow.meta_schedule.Builder in real MetaSchedule tuning: tune_tir with the random cost model and
+LocalRunner (one tuning, shared by the tests: MetaSchedule's start-up is slow), a Relax model through
+jitflow.meta_schedule.tune_relax, the cache in tuning (reruns are hits, entries labelled, the best
+record built afterwards is a hit), artifacts that are copies, failures carrying jitflow's message."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import kernels
+import models
+import numpy as np
+import pytest
+import tvm
+from conftest import module_cache
+
+pytest.importorskip("psutil", reason="MetaSchedule needs the tune extra: pip install 'jitflow[tune]'")
+pytest.importorskip("cloudpickle", reason="MetaSchedule needs the tune extra: pip install 'jitflow[tune]'")
+
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+import jitflow  # noqa: E402
+from jitflow.cache import counters  # noqa: E402
+from jitflow.meta_schedule import Builder  # noqa: E402
+from jitflow.meta_schedule.targets import compile_arguments  # noqa: E402
+
+TARGET = {"kind": "llvm", "num-cores": 2}
+
+
+def meta_schedule_logging() -> None:
+    """Call right before tuning: MetaSchedule re-reads its logger's handlers by name when it tunes, and
+    pytest's capture handlers, attached to that logger for each test phase, have none."""
+    import logging
+
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in [h for h in logger.handlers if h.get_name() is None]:
+        logger.removeHandler(handler)
+
+
+def quick_space():
+    """MetaSchedule's llvm search space with unrolling up to 64 steps and vectors up to 16 lanes (its own
+    goes to 512 and 64: megabytes of C for some candidates, seconds to build each)."""
+    rules = [r for r in ms.ScheduleRule.create("llvm") if not isinstance(r, ms.schedule_rule.ParallelizeVectorizeUnroll)]
+    rules.append(ms.schedule_rule.ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=16,
+                                                             unroll_max_steps=[0, 16, 64], unroll_explicit=True))
+    return ms.space_generator.PostOrderApply(sch_rules=rules)
+
+
+def quick_runner():
+    """MetaSchedule's LocalRunner, timing each candidate twice (its default runs each for 100 ms)."""
+    return ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=1, min_repeat_ms=0))
+
+
+#: random traces of the search space (the evolutionary search's population of 2048 is slow to breed)
+STRATEGY = "replay-trace"
+
+
+def matmul():
+    return kernels.matmul()["main"]
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, zig_cache):
+    """One real tune_tir of a 128x128x128 matmul: 16 trials, the random cost model, jitflow's builder,
+    MetaSchedule's LocalRunner."""
+    with module_cache(tmp_path_factory, zig_cache) as cache:
+        work = tmp_path_factory.mktemp("tune")
+        target = tvm.target.Target(TARGET)
+        builder = Builder(jobs=2, timeout_s=60)
+        meta_schedule_logging()
+        database = ms.tune_tir(matmul(), target, str(work), max_trials_global=16, num_trials_per_iter=8,
+                               builder=builder, runner=quick_runner(), cost_model="random", seed=7,
+                               space=quick_space(), strategy=STRATEGY)
+        yield cache, database, target, builder
+
+
+def _candidates(database, target) -> list:
+    """The BuilderInputs of every candidate the database recorded."""
+    records = database.get_all_tuning_records()
+    assert records
+    return [ms.builder.BuilderInput(r.as_measure_candidate().sch.mod, target) for r in records]
+
+
+def test_tune_tir_measures_candidates_built_by_jitflow(tuned):
+    _cache, database, target, _builder = tuned
+    measured = [r for r in database.get_all_tuning_records() if r.run_secs and all(float(s) < 1e9 for s in r.run_secs)]
+    assert len(measured) >= 4                 # LocalRunner loaded and timed jitflow's libraries
+    sch = ms.tir_integration.compile_tir(database, matmul(), target)
+    assert sch is not None
+    exe = jitflow.compile(sch.mod, **compile_arguments(target))
+    assert exe.cached()                      # the best record, built afterwards: a cache hit
+    a, b = np.random.rand(128, 128).astype("float32"), np.random.rand(128, 128).astype("float32")
+    c = tvm.runtime.tensor(np.zeros((128, 128), "float32"))
+    exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    assert exe.build_info.outcome == "hit"
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    again = jitflow.compile(sch.mod, "llvm")      # the way a user would write it: the same library
+    assert again.key == exe.key
+
+
+def test_a_rerun_over_the_same_candidates_builds_nothing_and_stats_show_the_hits(tuned):
+    cache, database, target, builder = tuned
+    inputs = _candidates(database, target)
+    before = counters.read(cache / "v1")
+    results = builder.build(inputs)
+    after = counters.read(cache / "v1")
+    assert all(r.error_msg is None for r in results)
+    assert after["builds"] == before["builds"] and after["hits"] == before["hits"] + len(inputs)
+    for r in results:
+        shutil.rmtree(os.path.dirname(r.artifact_path))
+    stats = json.loads(subprocess.run([sys.executable, "-m", "jitflow", "cache", "stats", "--json"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert stats["hits"] >= len(inputs)
+
+
+def test_artifacts_are_copies_in_folders_of_their_own_and_removing_them_keeps_the_cache(tuned):
+    cache, database, target, builder = tuned
+    inputs = _candidates(database, target)[:3]
+    results = builder.build(inputs)
+    folders = [Path(r.artifact_path).parent for r in results]
+    assert len(set(folders)) == len(folders) and all(cache not in f.parents for f in folders)
+    for r in results:
+        assert r.artifact_path.endswith(".so")
+        tvm.runtime.load_module(r.artifact_path)          # dlopen: no compiler at load time
+    for folder in folders:            # what MetaSchedule's RemoveBuildArtifact does
+        shutil.rmtree(folder)
+    exes = [jitflow.compile(i.mod, "c") for i in inputs]
+    assert all(exe.cached() for exe in exes)
+
+
+def test_entries_are_labelled_by_workload_and_candidate(tuned):
+    cache, _database, _target, _builder = tuned
+    listed = json.loads(subprocess.run([sys.executable, "-m", "jitflow", "cache", "ls", "--json"],
+                                       capture_output=True, text=True, check=True).stdout)
+    names = [e.get("module") or e.get("name") for e in (listed["entries"] if isinstance(listed, dict) else listed)]
+    labelled = [n for n in names if n and n.startswith("main candidate ")]
+    assert len(labelled) >= 4 and len(set(labelled)) == len(labelled)
+
+
+def test_a_failure_is_a_builder_result_with_jitflows_message(tuned):
+    _cache, _database, _target, builder = tuned
+    unbound = ms.builder.BuilderInput(kernels.vecadd(), tvm.target.Target({"kind": "cuda", "arch": "sm_90"}))
+    good = _candidates(tuned[1], tuned[2])[:1]
+    results = builder.build([unbound, *good])
+    assert results[0].artifact_path is None
+    assert results[0].error_msg.startswith("jitflow.meta_schedule.Builder: ScheduleError:")
+    assert "not bound" in results[0].error_msg
+    assert results[1].error_msg is None and os.path.isfile(results[1].artifact_path)
+    shutil.rmtree(os.path.dirname(results[1].artifact_path))
+
+
+def test_tuning_targets_become_jitflows_arguments():
+    args = compile_arguments(tvm.target.Target({"kind": "llvm", "num-cores": 16, "mcpu": "x86-64-v3",
+                                                "mtriple": "aarch64-linux-gnu"}))
+    assert args == {"target": "c", "host": "aarch64-linux-gnu", "cpu_level": "x86-64-v3"}
+    assert compile_arguments(tvm.target.Target({"kind": "llvm", "mcpu": "znver4"}))["cpu_level"] is None
+    cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "llvm", "num-cores": 4})
+    args = compile_arguments(cuda)
+    assert args["host"] == "x86_64-linux-gnu" and args["target"]["arch"] == "sm_90" and "host" not in args["target"]
+    assert jitflow.compile(kernels.vecadd_cuda(), **args).key == jitflow.compile(kernels.vecadd_cuda(), cuda).key
+    with pytest.raises(jitflow.errors.InvalidInputError, match="jobs must be"):
+        Builder(jobs=0)
+    with pytest.raises(jitflow.errors.InvalidInputError, match="timeout_s must be"):
+        Builder(timeout_s=-1)
+
+
+def test_a_relax_model_tuned_through_the_documented_call(tmp_path, cache_dir):
+    weights = models.mlp_weights()
+    meta_schedule_logging()
+    tuned = jitflow.meta_schedule.tune_relax(models.mlp(weights=weights), TARGET, str(tmp_path / "tune"),
+                                             max_trials_global=4, num_trials_per_iter=2,
+                                             builder=Builder(jobs=2), cost_model="random", seed=3,
+                                             space=quick_space(), strategy=STRATEGY, runner=quick_runner())
+    scheduled = [f for f in tuned.functions.values()
+                 if isinstance(f, tvm.tirx.PrimFunc) and f.attrs and f.attrs.get("tirx.is_scheduled")]
+    assert scheduled                                      # the database's schedules were applied
+    x = np.random.rand(4, 16).astype("float32")
+    out = jitflow.compile(tuned, "llvm").vm("cpu")["main"](tvm.runtime.tensor(x))
+    np.testing.assert_allclose(out.numpy(), models.mlp_reference(x, weights), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_cuda_tune_tir_with_local_runner(tmp_path, cache_dir):
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90", "max_threads_per_block": 1024,
+                                "max_shared_memory_per_block": 49152}, host={"kind": "llvm", "num-cores": 4})
+    meta_schedule_logging()
+    database = ms.tune_tir(matmul(), target, str(tmp_path / "tune"), max_trials_global=16,
+                           num_trials_per_iter=8, builder=Builder(jobs=2), runner=ms.runner.LocalRunner(),
+                           cost_model="random", seed=7)
+    measured = [r for r in database.get_all_tuning_records() if r.run_secs and all(float(s) < 1e9 for s in r.run_secs)]
+    assert measured
+    sch = ms.tir_integration.compile_tir(database, matmul(), target)
+    exe = jitflow.compile(sch.mod, target)
+    assert exe.cached()
+    import torch
+
+    a, b = torch.rand(128, 128, device="cuda"), torch.rand(128, 128, device="cuda")
+    c = torch.zeros(128, 128, device="cuda")
+    exe["main"](a, b, c)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
