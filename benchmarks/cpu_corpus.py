@@ -228,7 +228,8 @@ def conv2d_nchw(cin: int = 64, cout: int = 64, size: int = 56, lanes: int = 8) -
 
 def _hand() -> list[Kernel]:
     out = [Kernel("hand/sqrt_exp_4m_par64", lambda: elementwise(MATH["sqrt_exp"][0], 1 << 22, lanes=0)),
-           Kernel("hand/sqrt_exp_4m_par64_vec8", lambda: elementwise(MATH["sqrt_exp"][0], 1 << 22))]
+           Kernel("hand/sqrt_exp_4m_par64_vec8", lambda: elementwise(MATH["sqrt_exp"][0], 1 << 22)),
+           Kernel("hand/sqrt_exp_4m_par64_vec32", lambda: elementwise(MATH["sqrt_exp"][0], 1 << 22, lanes=32))]
     for name, (expr, fill) in MATH.items():
         if name != "sqrt_exp":
             out.append(Kernel(f"hand/{name}_1m_vec8", lambda e=expr: elementwise(e, 1 << 20), fill=fill))
@@ -238,6 +239,7 @@ def _hand() -> list[Kernel]:
             Kernel("hand/row_sum_2048", lambda: row_reduce("sum")),
             Kernel("hand/row_max_2048", lambda: row_reduce("max")),
             Kernel("hand/row_sum_2048_rfactor8", lambda: row_reduce("sum", rfactor=8)),
+            Kernel("hand/row_sum_2048_rfactor32", lambda: row_reduce("sum", rfactor=32)),
             Kernel("hand/softmax_2048x1024", lambda: softmax()),
             Kernel("hand/layer_norm_2048x1024", lambda: layer_norm(), rtol=1e-3, atol=1e-4),
             Kernel("hand/conv2d_nchw_64x56_3x3", lambda: conv2d_nchw())]

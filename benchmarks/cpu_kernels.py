@@ -292,7 +292,7 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip()
     return {"cpu": model, "usable_cpus": usable_cpus(), "load_average": os.getloadavg(), "commit": commit}
 

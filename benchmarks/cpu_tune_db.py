@@ -61,17 +61,22 @@ def tune(name: str, trials: int, num_cores: int, work: Path) -> list[Any]:
 
 
 def write(out: Path, kept: dict[str, list[Any]]) -> None:
-    """A fresh database in `out` holding the kept records of each workload."""
+    """The database in `out` replaced by one holding the kept records of each workload (written
+    beside it first, so that an interruption leaves the old one)."""
+    import os
+
     from tvm.s_tir import meta_schedule as ms
 
     out.mkdir(parents=True, exist_ok=True)
-    for part in ("workloads.json", "records.json"):
-        (out / part).unlink(missing_ok=True)
-    db = open_database(out, create=True)
-    for name in sorted(kept):
-        workload = db.commit_workload(cpu_workloads.module(name))
-        for r in kept[name]:
-            db.commit_tuning_record(ms.database.TuningRecord(r.trace, workload, r.run_secs, r.target, r.args_info))
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        db = open_database(Path(tmp), create=True)
+        for name in sorted(kept):
+            workload = db.commit_workload(cpu_workloads.module(name))
+            for r in kept[name]:
+                db.commit_tuning_record(ms.database.TuningRecord(r.trace, workload, r.run_secs, r.target,
+                                                                 r.args_info))
+        for part in ("workloads.json", "records.json"):
+            os.replace(Path(tmp) / part, out / part)
 
 
 def existing(out: Path, skip: set[str]) -> dict[str, list[Any]]:
@@ -92,14 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(cpu_workloads.WORKLOADS))
     if unknown:
         parser.error(f"unknown workloads {unknown}; known: {sorted(cpu_workloads.WORKLOADS)}")
-    kept = existing(args.out, set(names))
     with tempfile.TemporaryDirectory(prefix="cpu-tune-") as work:
-        for name in names:
-            records = tune(name, args.trials, args.num_cores, Path(work))
-            kept[name] = chosen(records, args.keep, args.wide)
-            print(f"  kept {len(kept[name])}: " + ", ".join(f"{seconds(r) * 1e3:.3f} ms" for r in kept[name]),
-                  flush=True)
-    write(args.out, kept)
+        for name in names:   # the database is written after each workload: an interrupted run keeps those done
+            records = chosen(tune(name, args.trials, args.num_cores, Path(work)), args.keep, args.wide)
+            print(f"  kept {len(records)}: " + ", ".join(f"{seconds(r) * 1e3:.3f} ms" for r in records), flush=True)
+            write(args.out, dict(existing(args.out, {name}), **{name: records}))
+    kept = existing(args.out, set())
     size = sum(p.stat().st_size for p in args.out.iterdir())
     print(f"saved {sum(map(len, kept.values()))} records of {len(kept)} workloads in {args.out} ({size // 1024} KiB)")
     return 0
