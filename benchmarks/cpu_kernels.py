@@ -2,6 +2,7 @@
 
     python benchmarks/cpu_kernels.py [--threads 1,all] [--levels x86-64[,x86-64-v3,x86-64-v4]]
                                      [--only NAME,...] [--runs 10] [--models] [--json FILE]
+                                     [--min-sample-ms 20] [--stall-s 600] [--list]
 
 What it measures: each kernel of a corpus of scheduled TIR functions (benchmarks/cpu_corpus.py:
 `hand/` parallel and vectorized kernels scheduled by hand, `upstream/` the constructs of TVM's
@@ -32,6 +33,7 @@ import fnmatch
 import json
 import math
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -46,8 +48,8 @@ LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
 GROUPS = ("hand", "upstream", "dlight", "tuned")
 MODEL_NAMES = ("resnet18", "mobilenet_v2", "transformer")
 KERNEL_GOAL, MEAN_GOAL = 1.0, 0.9
-#: a child that reports nothing for this long is stopped, and its kernel counted as failed
-STALL_S = 900
+#: a child that reports nothing for this long is stopped, and its kernel counted as failed (--stall-s)
+STALL_S = 600
 
 
 # -- selection ---------------------------------------------------------------------------------
@@ -118,7 +120,10 @@ def _read(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """The rows a child wrote, and the kernel it had started but not finished (if any)."""
     rows, started = [], None
     for line in path.read_text().splitlines():
-        record = json.loads(line)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:   # the last line of a child that died writing it
+            continue
         if record.get("event") == "start":
             started = record["name"]
         else:
@@ -148,7 +153,7 @@ def run_level(level: str, threads: int, args: argparse.Namespace, patterns: list
                 time.sleep(0.5)
                 if out.stat().st_size != size:
                     last, size = time.monotonic(), out.stat().st_size
-                elif time.monotonic() - last > STALL_S:
+                elif time.monotonic() - last > args.stall_s:
                     proc.kill()
                     proc.wait()
             done, started = _read(out)
@@ -158,7 +163,7 @@ def run_level(level: str, threads: int, args: argparse.Namespace, patterns: list
                     rows.append({"name": f"(child at {level}, {threads} threads)", "group": "run",
                                  "status": "failed", "error": f"child exited with {proc.returncode}"})
                 return rows
-            how = (f"no progress in {STALL_S} s (stopped)" if proc.returncode == -9
+            how = (f"no progress in {args.stall_s:g} s (stopped)" if proc.returncode == -9
                    else f"the process died ({_exit(proc.returncode)})")
             rows.append({"name": started, "group": started.split("/", 1)[0], "status": "failed", "error": how})
 
@@ -297,6 +302,19 @@ def machine() -> dict[str, Any]:
     return {"cpu": model, "usable_cpus": usable_cpus(), "load_average": os.getloadavg(), "commit": commit}
 
 
+def list_kernels(patterns: list[str], models: bool, level: str) -> int:
+    """--list: the names --only selects (at the first level given: dlight's functions depend on it)."""
+    sys.path[:0] = [str(ROOT), str(HERE)]
+    import cpu_corpus
+
+    groups = tuple(g for g in GROUPS if could_match(g, patterns))
+    names = [k.name for k in cpu_corpus.kernels(None if level == "x86-64" else level, groups)]
+    if models:
+        names += [f"model/{m}{s}" for m in MODEL_NAMES for s in ("", "/dlight")]
+    print("\n".join(n for n in names if matches(n, patterns)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -308,15 +326,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="the shortest sample: short calls are repeated to last this long (default 20)")
     parser.add_argument("--models", action="store_true", help="also the CPU models, whole (they take longer)")
     parser.add_argument("--json", type=Path, help="also write every row and the goals to this file")
+    parser.add_argument("--stall-s", type=float, default=STALL_S,
+                        help=f"stop a kernel whose build or run reports nothing for this long (default {STALL_S} s)")
+    parser.add_argument("--list", action="store_true", help="print the selected kernels' names and stop")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(json.loads(args.child))
+    patterns = [p.strip() for p in args.only.split(",") if p.strip()]
+    if args.list:
+        return list_kernels(patterns, args.models, args.levels.split(",")[0].strip())
+    if platform.machine() not in ("x86_64", "AMD64"):
+        parser.error(f"the CPU levels timed here are x86-64's; this machine is {platform.machine()}")
     levels = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
     unknown = [lv for lv in levels if lv not in LEVELS]
     if unknown:
         parser.error(f"unknown CPU levels {unknown}; known: {', '.join(LEVELS)} (aarch64 is not timed here)")
-    patterns = [p.strip() for p in args.only.split(",") if p.strip()]
     counts = thread_counts(args.threads)
     sys.path.insert(0, str(HERE))
     from cpu_schedules import llvm_target
@@ -332,7 +357,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         target = llvm_target(None if level == "x86-64" else level)
         results = {label: run_level(level, n, args, patterns) for label, n in counts}
-        print("\n".join(table(level, target, results, args.runs)) + "\n", flush=True)
+        if not any(results.values()):
+            print(f"CPU level {level}: no kernel matches --only {args.only}\n", flush=True)
+        else:
+            print("\n".join(table(level, target, results, args.runs)) + "\n", flush=True)
         entry: dict[str, Any] = {"llvm_target": target, "threads": {}}
         for (label, n), rows in zip(counts, results.values()):
             goals = {"kernels": summary(rows, False)}
