@@ -22,8 +22,10 @@ from cpu_schedules import llvm_target
 def first_line(error: BaseException) -> str:
     """The first informative line of an error (TVM's and jitflow's errors run to many lines)."""
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
-    wanted = [ln for ln in lines if not ln.startswith(("Traceback", "File ", "  File", "^"))]
-    text = (wanted or lines or [type(error).__name__])[0]
+    wanted = [ln for ln in lines if not ln.startswith(("Traceback", "File ", "^"))] or lines
+    text = wanted[0] if wanted else ""
+    if text.endswith(":") and len(wanted) > 1:   # "TVM could not lower the module for c:" says why next
+        text = f"{text} {wanted[1]}"
     return f"{type(error).__name__}: {text}"[:300]
 
 
