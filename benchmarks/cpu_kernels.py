@@ -2,7 +2,7 @@
 
     python benchmarks/cpu_kernels.py [--threads 1,all] [--levels x86-64[,x86-64-v3,x86-64-v4]]
                                      [--only NAME,...] [--runs 10] [--models] [--json FILE]
-                                     [--min-sample-ms 20] [--stall-s 600] [--list]
+                                     [--min-sample-ms 20] [--budget-s 10] [--stall-s 600] [--list]
 
 What it measures: each kernel of a corpus of scheduled TIR functions (benchmarks/cpu_corpus.py:
 `hand/` parallel and vectorized kernels scheduled by hand, `upstream/` the constructs of TVM's
@@ -103,14 +103,15 @@ def child(spec: dict[str, Any]) -> int:
             corpus = []
         for kernel in corpus:
             if matches(kernel.name, patterns) and kernel.name not in skip:
-                run(kernel.name, lambda k=kernel: cpu_timing.time_kernel(k, level, spec["runs"], spec["min_sample_s"]))
+                run(kernel.name, lambda k=kernel: cpu_timing.time_kernel(
+                    k, level, spec["runs"], spec["min_sample_s"], spec["budget_s"]))
         if spec["models"]:
             for name in MODEL_NAMES:
                 for scheduled in (False, True):
                     label = f"model/{name}" + ("/dlight" if scheduled else "")
                     if matches(label, patterns) and label not in skip:
                         run(label, lambda n=name, s=scheduled: cpu_timing.time_model(
-                            n, s, level, spec["runs"], spec["min_sample_s"]))
+                            n, s, level, spec["runs"], spec["min_sample_s"], spec["budget_s"]))
     return 0
 
 
@@ -143,7 +144,8 @@ def run_level(level: str, threads: int, args: argparse.Namespace, patterns: list
         out.touch()
         while True:
             spec = {"level": level, "threads": threads, "only": patterns, "skip": [r["name"] for r in rows],
-                    "runs": args.runs, "min_sample_s": args.min_sample_ms / 1000, "models": args.models,
+                    "runs": args.runs, "min_sample_s": args.min_sample_ms / 1000, "budget_s": args.budget_s,
+                    "models": args.models,
                     "out": str(out)}
             out.write_text("")
             proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
@@ -213,8 +215,8 @@ def table(level: str, target: dict[str, Any], results: dict[str, list[dict[str, 
     width = max([len(n) for n in names] + [len("geometric mean")])
     cell = 39
     llvm = "llvm" + (f" -mcpu={target['mcpu']}" if "mcpu" in target else " (generic CPU)")
-    lines = [f"CPU level {level}: jitflow \"c\" against TVM {llvm}; medians of {runs} interleaved samples, ms; "
-             "ratio = jitflow / LLVM (min: of the fastest samples)",
+    lines = [f"CPU level {level}: jitflow \"c\" against TVM {llvm}; medians of up to {runs} interleaved samples "
+             "(at least 3, within --budget-s), ms; ratio = jitflow / LLVM (min: of the fastest samples)",
              f"{'':<{width}}" + "".join(f" | {label:^{cell}}" for label in labels),
              f"{'kernel':<{width}}" + f" | {'jitflow':>10} {'llvm':>10} {'ratio':>8} {'(min)':>8}" * len(labels)]
     errors: list[str] = []
@@ -324,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="timed samples of each build (default 10)")
     parser.add_argument("--min-sample-ms", type=float, default=20.0,
                         help="the shortest sample: short calls are repeated to last this long (default 20)")
+    parser.add_argument("--budget-s", type=float, default=10.0,
+                        help="a kernel's samples stop after 3 runs once they have taken this long (default 10 s)")
     parser.add_argument("--models", action="store_true", help="also the CPU models, whole (they take longer)")
     parser.add_argument("--json", type=Path, help="also write every row and the goals to this file")
     parser.add_argument("--stall-s", type=float, default=STALL_S,

@@ -3,7 +3,8 @@ checked equal, then timed interleaved: benchmarks/cpu_kernels.py's child process
 
 Timing: both builds are called once (the check), then `runs` samples of each, alternating which goes
 first. A sample is the mean of `number` calls, one `number` for both sides, chosen so that the
-slower side's sample lasts `min_sample_s`: for calls shorter than that TVM's time evaluator makes
+slower side's sample lasts `min_sample_s` (and a kernel whose samples have taken `budget_s`
+stops at MIN_RUNS or later): for calls shorter than that TVM's time evaluator makes
 the calls (no Python between calls), for longer ones a Python loop timed with perf_counter (the
 evaluator's extra warm-up call would double the run). Rows report the median and the minimum.
 """
@@ -17,6 +18,9 @@ from typing import Any, Callable
 import numpy as np
 from cpu_corpus import Kernel
 from cpu_schedules import llvm_target
+
+#: the fewest samples of each side, whatever the time budget
+MIN_RUNS = 3
 
 
 def first_line(error: BaseException) -> str:
@@ -120,18 +124,23 @@ def _evaluator_timer(module: Any, args: list[Any], number: int) -> Callable[[], 
     return lambda: struct.unpack("@d", feval(*args))[0]
 
 
-def interleaved(samplers: dict[str, Callable[[], float]], runs: int) -> dict[str, dict[str, float]]:
-    """`runs` samples of each sampler, the order alternating; median and minimum of each, in seconds."""
+def interleaved(samplers: dict[str, Callable[[], float]], runs: int,
+                budget_s: float = float("inf")) -> dict[str, dict[str, float]]:
+    """`runs` samples of each sampler, the order alternating (fewer, but at least MIN_RUNS, once
+    the samples together have taken `budget_s`); median and minimum of each, in seconds."""
     import gc
 
     names = list(samplers)
     times: dict[str, list[float]] = {n: [] for n in names}
+    start = time.perf_counter()
     gc.collect()
     gc.disable()
     try:
         for r in range(runs):
             for name in (names if r % 2 == 0 else names[::-1]):
                 times[name].append(samplers[name]())
+            if r + 1 >= MIN_RUNS and time.perf_counter() - start > budget_s:
+                break
     finally:
         gc.enable()
     return {n: {"median": statistics.median(t), "min": min(t), "samples": len(t)} for n, t in times.items()}
@@ -157,7 +166,8 @@ def row(name: str, **fields: Any) -> dict[str, Any]:
     return out
 
 
-def time_kernel(kernel: Kernel, level: str | None, runs: int, min_sample_s: float) -> dict[str, Any]:
+def time_kernel(kernel: Kernel, level: str | None, runs: int, min_sample_s: float,
+                budget_s: float = float("inf")) -> dict[str, Any]:
     """A kernel's row: built both ways, checked, timed (or the first line of what failed)."""
     try:
         mod = kernel.make()
@@ -193,11 +203,12 @@ def time_kernel(kernel: Kernel, level: str | None, runs: int, min_sample_s: floa
         samplers = {side: _evaluator_timer(built[side], args[side], number) for side in built}
     else:
         samplers = {side: _python_timer(calls[side], 1) for side in built}
-    result = interleaved(samplers, runs)
+    result = interleaved(samplers, runs, budget_s)
     return row(kernel.name, number=number, **result)
 
 
-def time_model(name: str, scheduled: bool, level: str | None, runs: int, min_sample_s: float) -> dict[str, Any]:
+def time_model(name: str, scheduled: bool, level: str | None, runs: int, min_sample_s: float,
+               budget_s: float = float("inf")) -> dict[str, Any]:
     """A whole model's row: jitflow's VM against tvm.compile + VM (one input), checked, timed."""
     import cpu_schedules
     import tvm
@@ -233,5 +244,5 @@ def time_model(name: str, scheduled: bool, level: str | None, runs: int, min_sam
     if wrong:
         return row(label, status="mismatch", error=wrong)
     number = _number(max(_once(calls[side]) for side in vms), min_sample_s)
-    result = interleaved({side: _python_timer(calls[side], number) for side in vms}, runs)
+    result = interleaved({side: _python_timer(calls[side], number) for side in vms}, runs, budget_s)
     return row(label, number=number, **result)

@@ -3,6 +3,7 @@ their candidates, which benchmarks/cpu_kernels.py applies to get MetaSchedule-sc
 
     python benchmarks/cpu_tune_db.py [--trials 64] [--only matmul128,...] [--keep 6] [--wide 3]
                                      [--num-cores 16] [--out benchmarks/data/cpu_kernels]
+                                     [--builder in-process|local]
 
 Each workload is tuned on its own (TVM's LLVM host: MetaSchedule refuses target kind "c"), then its
 `--keep` fastest records and up to `--wide` others whose schedule holds vectors of 32 lanes or more
@@ -42,18 +43,42 @@ def chosen(records: list[Any], keep: int, wide: int) -> list[Any]:
     return out
 
 
-def tune(name: str, trials: int, num_cores: int, work: Path) -> list[Any]:
+def in_process_builder() -> Any:
+    """A MetaSchedule builder that builds each candidate in this process, as LocalBuilder's workers
+    do (TVM's LLVM build, exported as a .tar). LocalBuilder starts a fresh pool of workers for every
+    batch, and each worker imports TVM's tensor intrinsics first: minutes a batch on a busy small
+    machine. Here a candidate that crashes the build ends the run; none has so far."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.builder import local_builder
+
+    @derived_object
+    class InProcessBuilder(ms.builder.PyBuilder):
+        def build(self, build_inputs: list[Any]) -> list[Any]:
+            results = []
+            for item in build_inputs:
+                try:
+                    built = local_builder.default_build(item.mod, item.target, None)
+                    results.append(ms.builder.BuilderResult(local_builder.default_export(built), None))
+                except Exception as e:  # noqa: BLE001 - a failed candidate is a result, as in LocalBuilder
+                    results.append(ms.builder.BuilderResult(None, f"in-process build: {e}"))
+            return results
+
+    return InProcessBuilder()
+
+
+def tune(name: str, trials: int, num_cores: int, work: Path, builder: str) -> list[Any]:
     """Every record of one MetaSchedule run on the workload `name`."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     target = tvm.target.Target({"kind": "llvm", "num-cores": num_cores})
     start = time.perf_counter()
-    # generous timeouts: each build worker imports TVM's tensor intrinsics first (tens of seconds on a
-    # busy small machine, which the default 30 s do not cover)
+    # generous timeouts: each LocalBuilder worker imports TVM's tensor intrinsics first (tens of
+    # seconds on a busy small machine, which the default 30 s do not cover)
+    chosen_builder = in_process_builder() if builder == "in-process" else ms.builder.LocalBuilder(timeout_sec=600)
     db = ms.tune_tir(cpu_workloads.module(name), target, str(work / name), max_trials_global=trials,
-                     num_trials_per_iter=min(trials, 16), seed=0,
-                     builder=ms.builder.LocalBuilder(timeout_sec=600),
+                     num_trials_per_iter=min(trials, 16), seed=0, builder=chosen_builder,
                      runner=ms.runner.LocalRunner(timeout_sec=120))
     records = list(db.get_all_tuning_records())
     print(f"{name}: {len(records)} records in {time.perf_counter() - start:.0f} s", flush=True)
@@ -92,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wide", type=int, default=3, help="more records kept whose vectors have 32+ lanes")
     parser.add_argument("--num-cores", type=int, default=16, help="the tuning target's num-cores")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--builder", choices=("in-process", "local"), default="in-process",
+                        help="build candidates in this process (default) or with MetaSchedule's LocalBuilder")
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(cpu_workloads.WORKLOADS)
     unknown = sorted(set(names) - set(cpu_workloads.WORKLOADS))
@@ -99,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown workloads {unknown}; known: {sorted(cpu_workloads.WORKLOADS)}")
     with tempfile.TemporaryDirectory(prefix="cpu-tune-") as work:
         for name in names:   # the database is written after each workload: an interrupted run keeps those done
-            records = chosen(tune(name, args.trials, args.num_cores, Path(work)), args.keep, args.wide)
+            records = chosen(tune(name, args.trials, args.num_cores, Path(work), args.builder), args.keep, args.wide)
             print(f"  kept {len(records)}: " + ", ".join(f"{seconds(r) * 1e3:.3f} ms" for r in records), flush=True)
             write(args.out, dict(existing(args.out, {name}), **{name: records}))
     kept = existing(args.out, set())
