@@ -241,6 +241,14 @@ def table(level: str, target: dict[str, Any], results: dict[str, list[dict[str, 
         means = [summary(results[label], kind)["geomean"] for label in labels]
         lines.append(f"{'geometric mean' + (' (models)' if kind else ''):<{width}}"
                      + "".join(f" | {'':>21} {m:>7.2f}x {'':>8}" if m else f" | {'-':^{cell}}" for m in means))
+    for label in labels:
+        groups: dict[str, list[float]] = {}
+        for r in results[label]:
+            if r.get("status") == "ok" and r["group"] != "model":
+                groups.setdefault(r["group"], []).append(r["ratio"])
+        if len(groups) > 1:
+            lines.append(f"geometric mean by group, {label}: " + ", ".join(
+                f"{g} {geometric_mean(v):.2f}x ({len(v)})" for g, v in groups.items()))
     lines += errors
     for kind in (False, True):
         if not any(summary(results[label], kind)["count"] for label in labels):
