@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.jitflow-installed
 
-.PHONY: demo test test-ray soak gpu-artifacts bench clean
+.PHONY: demo test test-tune test-ray soak gpu-artifacts bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,11 @@ demo: $(STAMP)
 
 # the whole suite, one worker per core (tests needing a GPU are skipped where there is none)
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto --dist loadfile -m "not ray"
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not ray and not tune"
+
+# real MetaSchedule tuning runs through jitflow's builder (a minute or two on 2 cores)
+test-tune: $(STAMP)
+	$(PY) -m pytest -q -m tune tests/meta_schedule
 
 # build_all on a local Ray cluster (the tests start one of 2 CPUs); installs the ray extra first if needed
 RAY_STAMP := $(VENV)/.jitflow-ray-installed

@@ -28,6 +28,9 @@ from jitflow.cache import counters  # noqa: E402
 from jitflow.meta_schedule import Builder  # noqa: E402
 from jitflow.meta_schedule.targets import compile_arguments  # noqa: E402
 
+#: a real tuning takes a minute on 2 cores: `make test-tune` runs these (CI too), `make test` leaves them out
+pytestmark = pytest.mark.tune
+
 TARGET = {"kind": "llvm", "num-cores": 2}
 
 

@@ -198,7 +198,7 @@ TRIALS = """
 
 
 @pytest.mark.parametrize("trials", [pytest.param(3, id="quick"),
-                                    pytest.param(150 if SOAK else 75, id="soak", marks=pytest.mark.slow)])
+                                    pytest.param(150 if SOAK else 12, id="soak", marks=pytest.mark.slow)])
 def test_changed_and_resealed_libraries_are_notes_or_load_errors(libraries, tmp_path, trials):
     code = TRIALS.format(libraries={k: str(v) for k, v in libraries.items()}, seed=2024 + trials, trials=trials,
                          folder=str(tmp_path))
