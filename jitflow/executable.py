@@ -88,6 +88,17 @@ class Executable:
         """The caller's objects this build uses that do not travel (its PassContext, a Relax Pass)."""
         return self._in_process
 
+    def with_cache(self, cache: bool | None = None, cache_dir: str | os.PathLike | None = None) -> Executable:
+        """The same module, target and options (the same key), kept in another cache: `cache=False`
+        builds without reading or writing one, `cache_dir` names the cache folder; None keeps this
+        one's setting. Nothing is built."""
+        if cache is not None and not isinstance(cache, bool):
+            raise InvalidInputError(f"cache must be True, False or None, not {cache!r}")
+        settings = self.settings._replace(
+            cache_enabled=self.settings.cache_enabled if cache is None else cache,
+            cache_dir=self.settings.cache_dir if cache_dir is None else Path(cache_dir).expanduser().absolute())
+        return Executable(self._mod, self.target, settings, self._asked, self._in_process)
+
     def cached(self) -> bool:
         """Whether the library is in the cache now (looks only: nothing is built or loaded)."""
         key = self._cache_key()
@@ -214,8 +225,10 @@ class Executable:
         return trace_executable(self, fn, args, calls, device, memory_cfg)
 
     def export_library(self, path: str | os.PathLike) -> Path:
-        """Write the library to `path` (atomically); it loads with the TVM runtime alone."""
+        """Write the library to `path` (atomically); it loads with the TVM runtime alone. A name
+        ending in a suffix of another format (.tar, .tar.gz, .zip, .o, .a, ...) is refused."""
         dest = export_path.destination(path)   # a regular file or a new name, in a folder that exists
+        export_path.check_library_name(dest)   # not x.tar, x.o: what is written is a .so
         with self._lock:
             got = self._obtain()
         with got:

@@ -104,3 +104,23 @@ def loaded_sources() -> list[str]:
         if isinstance(name, str):
             files.append(name)
     return files
+
+
+#: file-name endings that promise another format than the shared library export_library writes
+#: (TVM writes a tar of objects for .tar, an archive for .a); checked longest first
+_OTHER_FORMATS = {".tar.gz": "a gzipped tar archive", ".tar.bz2": "a bzip2 tar archive",
+                  ".tar.xz": "an xz tar archive", ".tgz": "a gzipped tar archive", ".tar": "a tar archive",
+                  ".zip": "a zip archive", ".a": "a static archive", ".lib": "a static library",
+                  ".o": "an object file", ".obj": "an object file", ".dll": "a Windows DLL",
+                  ".dylib": "a macOS library", ".wasm": "a WebAssembly module"}
+
+
+def check_library_name(dest: Path, what: str = "export_library") -> None:
+    """Refuse a library name whose suffix promises another format (x.tar, x.o, x.a): the file
+    written is always an ELF shared library, whatever it is called."""
+    name = dest.name.lower()
+    for suffix, kind in _OTHER_FORMATS.items():
+        if name.endswith(suffix) and len(name) > len(suffix):
+            raise InvalidInputError(f"{what}: {dest.name} ends in {suffix}, which names {kind}, but jitflow "
+                                    f"writes a shared library (ELF .so) only; name it with .so, e.g. "
+                                    f"{dest.name[:-len(suffix)]}.so")

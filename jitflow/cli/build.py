@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from . import build_options
 
@@ -11,14 +12,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Build FILE.py:NAME (an IRModule, a PrimFunc, a jitflow Executable, or a "
                                    "function without arguments returning one) into a library.")
     p.add_argument("module", metavar="FILE.py:NAME")
-    p.add_argument("-o", "--output", required=True, help="the .so to write")
+    p.add_argument("-o", "--output", required=True, help="the .so to write (a .tar, .o, .a or .zip name is refused)")
     build_options.add(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export_path import destination, loaded_sources
+    from ..export_path import check_library_name, destination, loaded_sources
 
+    check_library_name(Path(args.output), "-o")    # before importing the module file: x.tar is never written
     exe = build_options.executable(args.module, args)
     destination(args.output, loaded_sources())   # before building: never over the module file or what it imports
     out = exe.export_library(args.output)

@@ -19,6 +19,8 @@ BUILD_FLAGS = {"--target": "target", "--arch": "arch", "--host": "host", "--cuda
                "--relax-pipeline": "relax_pipeline", "--cuda-floor": "cuda_floor", "--cpu-level": "cpu_level",
                "--no-cache": "no_cache",
                "--cache-dir": "cache_dir"}
+#: the build options that say where the library is kept, not how it is built: taken with an Executable too
+CACHE_FLAGS = ("--no-cache", "--cache-dir")
 
 
 def add(p: argparse.ArgumentParser) -> None:
@@ -106,17 +108,20 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     """The jitflow Executable that FILE.py:NAME and the build options describe.
 
     NAME may be an IRModule, a PrimFunc, a function returning one, or a jitflow Executable (whose
-    target and options come from the file, so build options are refused with it).
+    target and options come from the file, so build options other than --no-cache and --cache-dir
+    are refused with it).
     """
     from .. import executable, pass_context
     from .module_file import load_module_spec
 
     obj = load_module_spec(spec)
     if isinstance(obj, executable.Executable):
-        flags = given(args)
+        flags = [flag for flag in given(args) if flag not in CACHE_FLAGS]
         if flags:
             raise InvalidInputError(f"{spec} is a jitflow Executable: its target and options are set in the "
                                     f"file; leave out {', '.join(flags)} or name the module instead")
+        if args.no_cache or args.cache_dir is not None:
+            return obj.with_cache(cache=False if args.no_cache else None, cache_dir=args.cache_dir)
         return obj
     target = args.target or DEFAULT_TARGET
     archs = arch_list(args.arch)

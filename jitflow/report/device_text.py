@@ -18,7 +18,8 @@ from ..targets import normalize_arch
 from ..toolchain import cuda_toolkit, device_compiler
 
 SASS_TOOLS: tuple[cuda_toolkit.Tool, ...] = ("nvdisasm", "cuobjdump")
-SASS_MISSING = ("SASS text: needs nvdisasm or cuobjdump (a CUDA toolkit, or pip install nvidia-cuda-nvdisasm); "
+SASS_MISSING = ("SASS text: needs nvdisasm or cuobjdump (a CUDA toolkit, or pip install 'jitflow[sass]', which "
+                "brings NVIDIA's nvidia-cuda-nvdisasm); "
                 f"neither is in {cuda_toolkit.WHERE}")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import kernels
 import numpy as np
@@ -89,6 +90,19 @@ def test_export_does_not_leave_partial_files(cache_dir, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["a.so"]
     with pytest.raises(jitflow.errors.InvalidInputError, match="does not exist"):
         exe.export_library(tmp_path / "missing" / "a.so")
+
+
+@pytest.mark.parametrize("name, suffix", [("x.tar", ".tar"), ("x.tar.gz", ".tar.gz"), ("x.TGZ", ".tgz"),
+                                          ("x.zip", ".zip"), ("x.o", ".o"), ("libx.a", ".a")])
+def test_export_refuses_a_name_that_promises_another_format(cache_dir, tmp_path, name, suffix):
+    exe = jitflow.compile(kernels.axpb(6.0), "c")
+    with pytest.raises(jitflow.errors.InvalidInputError, match=f"{re.escape(name)} ends in {re.escape(suffix)}, "
+                                                               "which names .*name it with .so"):
+        exe.export_library(tmp_path / name)
+    assert exe.build_info is None                     # refused before anything was built
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == []
+    for fine in ("libx.so.1", "x.so", "kernel", "x.tar.so"):   # a .so under any other name is written
+        assert exe.export_library(tmp_path / fine).read_bytes()[:4] == b"\x7fELF"
 
 
 def test_float16_on_the_cpu(cache_dir):

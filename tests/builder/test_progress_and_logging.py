@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import re
+import subprocess
+import sys
 import time
 
 import kernels
-from conftest import run_python
+import pytest
+from conftest import ROOT, run_python
 
 import jitflow
 from jitflow import config
@@ -85,3 +90,25 @@ def test_a_bad_jitflow_log_warns_once_and_keeps_the_default(cache_dir):
     assert err.count("JITFLOW_LOG='bogus' is not a level") == 1, err
     assert "using the default (warnings only)" in err
     assert "built " not in err and "lower took" not in err, err    # nothing at info: warnings only
+
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")      # a colour (Select Graphic Rendition) sequence
+
+
+@pytest.mark.parametrize("no_color", [None, "1"])
+def test_no_colour_is_printed_so_no_color_has_nothing_to_turn_off(monkeypatch, no_color):
+    """jitflow colours nothing: the progress line's one control sequence erases the line (and
+    JITFLOW_PROGRESS=off silences it). A colour added one day must honour NO_COLOR (read in config.py)."""
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    line = _Tty()
+    p = progress.Progress("abc", stream=line, delay=0.0, mode="on")
+    time.sleep(0.3)
+    p.close()
+    assert "\r\x1b[2K" in line.getvalue() and not SGR.search(line.getvalue())
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | ({"NO_COLOR": no_color} if no_color else {})
+    out = subprocess.run([sys.executable, "-m", "jitflow", "doctor", "--cpu"], capture_output=True, text=True,
+                         env=dict(env, PYTHONPATH=str(ROOT)), timeout=120)
+    assert "[ok] TVM" in out.stdout and "\x1b" not in out.stdout + out.stderr

@@ -84,7 +84,38 @@ def test_build_accepts_an_executable_a_function_or_a_module(setup, tmp_path, nam
 def test_build_refuses_build_options_with_an_executable(setup):
     env, model = setup
     out = jf("build", f"{model}:exe", "--arch", "sm_90", "--no-cache", "-o", "k.so", env=env)
-    assert out.returncode == 2 and "is a jitflow Executable" in out.stderr and "--arch, --no-cache" in out.stderr
+    assert out.returncode == 2 and "is a jitflow Executable" in out.stderr
+    assert "leave out --arch or" in out.stderr          # --no-cache says where it is kept, not how it is built
+
+
+def _entries(cache):
+    return sorted(p.name for p in (cache / "v1" / "entries").glob("*/*")) if cache.is_dir() else []
+
+
+@pytest.mark.parametrize("name, options", [("Module", ["--target", "c"]), ("exe", [])])
+def test_no_cache_builds_a_file_spec_without_a_cache_entry(setup, tmp_path, name, options):
+    env, model = setup
+    cache = tmp_path / "cache"
+    env = dict(env, JITFLOW_CACHE_DIR=str(cache))
+    for command in (["build", f"{model}:{name}", *options, "--no-cache", "-o", str(tmp_path / "k.so")],
+                    ["inspect", f"{model}:{name}", *options, "--no-cache", "--section", "kernels"]):
+        out = jf(*command, env=env)
+        assert out.returncode == 0, out.stderr
+        assert _entries(cache) == []                    # built, and nothing was stored
+    assert (tmp_path / "k.so").read_bytes()[:4] == b"\x7fELF"
+    kept = jf("build", f"{model}:{name}", *options, "--cache-dir", str(tmp_path / "other"), "-o",
+              str(tmp_path / "k2.so"), env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert _entries(cache) == [] and len(_entries(tmp_path / "other")) == 1       # where --cache-dir says
+
+
+@pytest.mark.parametrize("name", ["k.tar", "k.tar.gz", "k.o", "libk.a", "k.zip"])
+def test_build_refuses_an_output_name_of_another_format(setup, tmp_path, name):
+    env, model = setup
+    out = jf("build", f"{model}:Module", "--target", "c", "-o", str(tmp_path / name), env=env)
+    assert out.returncode == 2 and no_traceback(out), out.stderr
+    assert f"-o: {name} ends in ." in out.stderr and "name it with .so" in out.stderr
+    assert not (tmp_path / name).exists()
 
 
 def test_build_does_not_run_an_example_main(setup, tmp_path):

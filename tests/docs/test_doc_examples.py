@@ -1,0 +1,166 @@
+"""The README's and docs/'s examples that are marked runnable on the CPU run, and print what the
+docs show.
+
+The convention, for whoever writes docs:
+
+- Put the HTML comment `<!-- runnable -->` on the line just before a fenced block (it does not show
+  when the Markdown is rendered). Mark only examples that run on a fresh install (`pip install -e
+  '.[cuda]'`), on a machine without a GPU, in a few seconds.
+- A ```python block is run as a script (a file in that folder). The output it shows is checked: a ```text block that comes
+  next (only blank lines between), which must be the whole of what it prints, or `# prints TEXT`
+  comments, one per printed line, in order.
+- Any other block is a shell session: each line starting with `$ ` is a command, and the lines up to
+  the next command are what it prints (standard output and error together).
+- In what a block shows, `...` on a line of its own stands for any number of lines and `...` within
+  a line for any text; a cache key (12 hex digits) matches any key (keys change with each jitflow
+  version), and a time (`190.8 ms`, `0.1 s`) any time. The folder an example runs in is shown as /tmp.
+
+The runnable blocks of one document run in order in one fresh folder (a file one writes, the next
+can use) with `examples/` linked into it, a private JITFLOW_CACHE_DIR, and `jitflow` on PATH.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+MARK = "<!-- runnable -->"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+KEY = re.compile(r"\b[0-9a-f]{12}\b")
+TIME = re.compile(r"\b\d+(\.\d+)? (ms|s)\b")
+
+
+class Block:
+    """One runnable fenced block: where it is, its language, its text and the output it shows."""
+
+    def __init__(self, doc: Path, line: int, lang: str, text: str, shown: str | None) -> None:
+        self.doc, self.line, self.lang, self.text, self.shown = doc, line, lang, text, shown
+
+    @property
+    def name(self) -> str:
+        return f"{self.doc.relative_to(ROOT)}:{self.line}"
+
+
+def _fence_at(lines: list[str], i: int) -> tuple[str, str, int] | None:
+    """(info string, body, index after the closing fence) of a fenced block opening at line i."""
+    if not lines[i].startswith("```"):
+        return None
+    end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), None)
+    assert end is not None, f"unclosed fence at line {i + 1}"
+    return lines[i][3:].strip(), "\n".join(lines[i + 1:end]) + "\n", end + 1
+
+
+def blocks_of(doc: Path) -> list[Block]:
+    lines = doc.read_text().splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if line.strip() != MARK:
+            continue
+        fence = _fence_at(lines, i + 1)
+        assert fence is not None, f"{doc.name}:{i + 1}: {MARK} is not followed by a fenced block"
+        lang, body, after = fence
+        shown = None
+        while after < len(lines) and not lines[after].strip():
+            after += 1
+        following = _fence_at(lines, after) if after < len(lines) else None
+        if lang == "python" and following is not None and following[0] == "text":
+            shown = following[1]
+        elif lang == "python" and "# prints " in body:
+            shown = "".join(m + "\n" for m in re.findall(r"# prints (.*)$", body, re.M))
+        found.append(Block(doc, i + 2, lang, body, shown))
+    return found
+
+
+BLOCKS = [b for doc in DOCS for b in blocks_of(doc)]
+
+
+def _normalize(text: str, folder: Path) -> str:
+    return TIME.sub("<time>", KEY.sub("<key>", text.replace(str(folder), "/tmp")))
+
+
+def _line_matches(shown: str, actual: str) -> bool:
+    pattern = ".*?".join(re.escape(part) for part in shown.split("..."))
+    return re.fullmatch(pattern, actual) is not None
+
+
+def matches(shown: list[str], actual: list[str]) -> bool:
+    """Whether `actual` lines are what `shown` shows (`...` lines: any number of lines)."""
+    if not shown:
+        return not actual
+    if shown[0].strip() == "...":
+        return any(matches(shown[1:], actual[k:]) for k in range(len(actual) + 1))
+    return bool(actual) and _line_matches(shown[0], actual[0]) and matches(shown[1:], actual[1:])
+
+
+def _session(text: str) -> list[tuple[str, str]]:
+    """(command, what it shows) for each `$ ` line of a shell block."""
+    steps: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        elif steps:
+            steps[-1][1].append(line)
+    return [(cmd, "\n".join(out)) for cmd, out in steps]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory, zig_cache):
+    """doc -> (its folder, the environment its examples run in), made on first use."""
+    made: dict[Path, tuple[Path, dict[str, str]]] = {}
+
+    def get(doc: Path) -> tuple[Path, dict[str, str]]:
+        if doc not in made:
+            folder = tmp_path_factory.mktemp(doc.stem)
+            (folder / "examples").symlink_to(ROOT / "examples")
+            bin_dir = tmp_path_factory.mktemp("bin")
+            (bin_dir / "jitflow").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m jitflow "$@"\n')
+            (bin_dir / "jitflow").chmod(0o755)
+            env = dict(os.environ, PYTHONPATH=str(ROOT), JITFLOW_CACHE_DIR=str(folder / ".cache"),
+                       JITFLOW_ZIG_CACHE_DIR=str(zig_cache), JITFLOW_CACHE="1", JITFLOW_PROGRESS="off",
+                       PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+            for name in [n for n in env if n.startswith("JITFLOW_") and n not in
+                         ("JITFLOW_CACHE_DIR", "JITFLOW_ZIG_CACHE_DIR", "JITFLOW_CACHE", "JITFLOW_PROGRESS")]:
+                del env[name]      # the examples show what the defaults do
+            made[doc] = folder, env
+        return made[doc]
+
+    return get
+
+
+def test_some_examples_are_marked():
+    assert any(b.doc.name == "README.md" for b in BLOCKS) and any(b.lang != "python" for b in BLOCKS)
+
+
+def test_the_matching_can_fail():
+    assert matches(["built <key> in <time>", "..."], ["built <key> in <time>", "a", "b"])
+    assert not matches(["built <key> in <time>"], ["hit <key> in <time>"])
+    assert not matches(["a", "...", "c"], ["a", "b"])
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
+def test_doc_example(block, folders):
+    folder, env = folders(block.doc)
+    if block.lang == "python":
+        script = folder / f"example_{block.line}.py"      # TVMScript reads the source of what it parses
+        script.write_text(block.text)
+        proc = subprocess.run([sys.executable, script.name], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, f"{block.name} failed:\n{proc.stderr[-3000:]}"
+        if block.shown is not None:
+            got = _normalize(proc.stdout, folder).splitlines()
+            assert matches(_normalize(block.shown, folder).splitlines(), got), \
+                f"{block.name} prints:\n{proc.stdout}\nthe doc shows:\n{block.shown}"
+        return
+    steps = _session(block.text)
+    assert steps, f"{block.name}: a shell block without a `$ ` command"
+    for command, shown in steps:
+        proc = subprocess.run(command, shell=True, cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=120)
+        got = _normalize(proc.stdout + proc.stderr, folder).splitlines()
+        assert matches(_normalize(shown, folder).splitlines(), got), \
+            f"{block.name}: `{command}` prints:\n{proc.stdout}{proc.stderr}\nthe doc shows:\n{shown}"
