@@ -3,7 +3,7 @@ each against TVM's own path in the same run.
 
     python benchmarks/cold_start.py [--runs 3] [--skip-first] [--skip-models] [--cuda auto|yes|no]
                                     [--models resnet18,mobilenet_v2,transformer] [--arch sm_90]
-                                    [--cpu-levels x86-64,x86-64-v3 [--calls 5]]
+                                    [--cpu-levels x86-64,x86-64-v3 [--calls 5]] [--bytecode]
 
 Every figure is the median over fresh processes; 'to callable' starts after the imports and the
 module's construction (and, on CUDA, the CUDA context), which cost every path the same.
@@ -16,6 +16,10 @@ module's construction (and, on CUDA, the CUDA context), which cost every path th
   "llvm" (the ratio's reference) and with "c" (gcc; TVM cannot print the transformer's mask in C);
   then one inference each.
 - CUDA (when a GPU is present): the vector add and the transformer layer for one arch.
+- --bytecode: the children find jitflow's modules compiled to bytecode, as an installed package has
+  them (pip writes it; TVM's always is). Without it they get this process's environment, and under
+  PYTHONDONTWRITEBYTECODE a checkout's jitflow is compiled from source in every child, inside the
+  timed span (the modules a first build imports: some 130 ms on 2 cores).
 - CPU levels (--cpu-levels): one inference of each model built by jitflow at a CPU level against
   TVM's LLVM build with the same -mcpu ("llvm" alone for the baseline x86-64, which builds for the
   generic x86-64 CPU), in paired rounds whose order alternates (the machine's load moves both
@@ -28,6 +32,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -96,9 +101,16 @@ def child_or_none(mode: str, make: str, arch: str | None, env: dict[str, str], t
         return None
 
 
+#: set by --bytecode: where the children keep jitflow's bytecode (made before any timing)
+BYTECODE: dict[str, str] = {}
+
+
 def fresh_env(home: Path, cache: Path | None = None) -> dict[str, str]:
     """A process environment whose user folders are all under `home` (empty on first use)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JITFLOW_", "XDG_"))}
+    if BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.update(BYTECODE)
     env["HOME"] = str(home)
     if cache is not None:
         env["JITFLOW_CACHE_DIR"] = str(cache)
@@ -336,10 +348,17 @@ def main() -> None:
                         help="also compare one inference of each model at these CPU levels (x86-64 for the "
                              "baseline, x86-64-v3, ...) with TVM's LLVM build for the same -mcpu, in paired rounds")
     parser.add_argument("--calls", type=int, default=5, help="inferences timed in each process (--cpu-levels)")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="give the children jitflow's modules compiled to bytecode, as an installed package has them")
     args = parser.parse_args()
     arch = args.arch if args.cuda == "yes" or (args.cuda == "auto" and gpu_present()) else None
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="jitflow-cold-") as tmp:
+        if args.bytecode:
+            BYTECODE["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "bytecode")
+            subprocess.run([sys.executable, "-c", "import compileall, sys; sys.exit(not compileall.compile_dir("
+                            f"{str(ROOT / 'jitflow')!r}, quiet=1))"], env=fresh_env(Path(tmp) / "bytecode-home"),
+                           check=True)
         lines = [] if args.skip_first else first_builds(Path(tmp), args.runs, arch)
         names = [m for m in args.models.split(",") if m]
         if not args.skip_models:
@@ -347,7 +366,8 @@ def main() -> None:
         if args.cpu_levels:
             lines += cpu_levels(Path(tmp), args.runs, names, [lv for lv in args.cpu_levels.split(",") if lv],
                                 args.calls)
-    print(f"cold start, median of {args.runs} fresh processes, {os.cpu_count()} cores; "
+    print(f"cold start, median of {args.runs} fresh processes, {os.cpu_count()} cores"
+          f"{', jitflow as bytecode' if args.bytecode else ''}; "
           f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     print(f"{'case':<{WIDTH}}{'jitflow':>12}{'TVM':>12}{'ratio':>9}   goal")
     print("\n".join(lines))

@@ -19,7 +19,7 @@ from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..runtime import compat
 from ..targets import TargetSpec, cpu_level
-from ..toolchain import cuda_flags, device_compiler, host_libs, link, zig_cache
+from ..toolchain import cuda_flags, device_compiler, link, zig, zig_cache
 from ..toolchain.deadline import Deadline
 from . import lower, memory_facts, pack
 from .clock import Clock
@@ -88,8 +88,11 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     entry.sources.mkdir(parents=True, exist_ok=True)
     zig_dir = zig_cache.folder(settings.zig_cache_dir)
     local = folder / "zig-local"          # zig's objects for this build only: removed with it
-    side = ThreadPoolExecutor(1, thread_name_prefix="jitflow-stubs")
-    side.submit(host_libs.stubs, spec.host, zig_dir)   # made once per machine, while TVM lowers
+    # while TVM lowers: the commands zig runs (asked for once per machine) and the stub C libraries
+    side = ThreadPoolExecutor(2, thread_name_prefix="jitflow-prepare")
+    side.submit(zig.prepare_compile, spec.host, _include_dirs(), zig_dir,
+                options.cpu_level.zig_cpu if options.cpu_level else None)
+    side.submit(link.prepare, spec.host, zig_dir)
     side.shutdown(wait=False)
     with clock.stage("lower", "lowering with TVM"):
         lowered = lower.lower(mod, spec, options.pass_config, relax_pipeline(options, in_process),

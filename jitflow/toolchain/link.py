@@ -15,6 +15,19 @@ from .deadline import Deadline
 log = logging.getLogger("jitflow")
 
 
+def _flags(host: str, zig_cache: Path, compiler_rt: bool) -> tuple[list[str], list[str]]:
+    """The link's flags before and after its inputs (the stub C libraries made now if need be)."""
+    return (["-shared", "-nodefaultlibs" if compiler_rt else "-nostdlib", "-Wl,--build-id=none"],
+            ["-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)]])
+
+
+def prepare(host: str, zig_cache: Path) -> None:
+    """Make what a link of TVM's C needs now (the stub C libraries, the linker's command), so that a
+    first build does it while TVM lowers and the host C compiles, not after."""
+    before, after = _flags(host, zig_cache, False)
+    zig.prepare_link(before, after, host, zig_cache)
+
+
 def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
                 show: Callable[[str], None] | None = None, data: Sequence[Path] = (),
                 needs: Iterable[str] = (), cpu: dict[str, Any] | None = None,
@@ -39,9 +52,8 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
         log.info("jitflow: %s need zig's compiler runtime", ", ".join(sorted(missing)))
         if show:
             show(f"building zig's compiler runtime for {host} (once per machine)")
-    zig.link(["-shared", "-nodefaultlibs" if missing else "-nostdlib", "-Wl,--build-id=none"],
-             [*[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive],
-             ["-Wl,--no-as-needed", *[str(p) for p in host_libs.stubs(host, zig_cache)]], out.name, host, cwd,
+    before, after = _flags(host, zig_cache, bool(missing))
+    zig.link(before, [*[str(p.relative_to(cwd)) for p in [*inputs, *data]], *archive], after, out.name, host, cwd,
              zig_cache, local_cache, deadline)
     marker.unlink(missing_ok=True)
     fields: dict[str, Any] = {"needs": sorted(set(needs))}

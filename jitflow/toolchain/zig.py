@@ -3,18 +3,22 @@
 Compiles and links run the command zig cc would run (`zig clang ...`, `zig ld.lld ...`; for a
 compile, the compiler proper `zig -cc1 ...` that clang's driver runs), asked for once per process
 (zig_direct.py): some 14 ms of CPU less per small library, which a tuning sweep builds by the
-hundred. If a direct command fails, zig cc runs the same step, and its result stands.
+hundred. If a direct command fails, zig cc runs the same step, and its result stands. The
+commands are kept in zig's cache folder (probe_memo.py): a new process asks zig for them only once
+per machine, and two threads that need the same one wait for one answer.
 """
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import BuildTimeoutError, CompileError
-from . import environment, zig_direct, zig_pch
+from . import environment, probe_memo, zig_direct, zig_pch, zig_wheel
 from .deadline import Deadline
 from .zig_wheel import zig_binary
 
@@ -48,18 +52,21 @@ class Job:
     zig_cache is zig's global cache (the per-user toolchain folder, see zig_cache.py); local_cache,
     where zig keeps the objects of this one build, defaults to it (give a build's own folder so that
     its objects go away with it). `direct`, when given, is the command to run first in place of
-    `zig <tool> ARGS` (which then runs only if it fails, after `direct_failed()` is called).
+    `zig <tool> ARGS` (which then runs only if it fails, after `direct_failed()` is called;
+    `direct_wrong()` is called too when zig cc then succeeds: the direct command was wrong).
     """
 
     def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None,
                  local_cache: Path | None = None, tool: str = "cc", direct: Sequence[str] | None = None,
-                 direct_failed: Callable[[], None] | None = None) -> None:
+                 direct_failed: Callable[[], None] | None = None,
+                 direct_wrong: Callable[[], None] | None = None) -> None:
         self.command = [zig_binary(), tool, *args]
         self.tool = f"zig {tool}"
         self.source = source
         self._cwd, self._env = cwd, _env(zig_cache, local_cache or zig_cache)
         self._fallback = self.command if direct else None
         self._direct_failed = direct_failed
+        self._direct_wrong = direct_wrong
         self.proc = self._start(list(direct) if direct else self.command)
 
     def _start(self, command: list[str]) -> subprocess.Popen:
@@ -78,6 +85,8 @@ class Job:
                 self._direct_failed()
             self._fallback, self.proc = None, self._start(self._fallback)
             out = self._communicate(deadline)
+            if self.proc.returncode == 0 and self._direct_wrong is not None:
+                self._direct_wrong()
         if self.proc.returncode != 0:
             raise CompileError(self.tool, self.command, out, self.source)
         return out
@@ -132,9 +141,16 @@ def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: s
     header = _header(probe, source, zig_cache) if direct else None
     if header is not None:
         direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]
+    memo = _compile_memo(host, includes, cpu, tuple(extra))
     return Job([*flags(host, cwd, cpu, extra), *includes, "-c", relative, "-o", out.name],
                cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct,
-               direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None)
+               direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None,
+               direct_wrong=(lambda: _forget(zig_cache, memo, _compile_probe)) if direct else None)
+
+
+def prepare_compile(host: str, include_dirs: Sequence[str], zig_cache: Path, cpu: str | None = None) -> None:
+    """Ask zig now for the command compile_object will run (a build calls it while TVM lowers)."""
+    _compile_probe(host, tuple(f"-I{d}" for d in include_dirs), str(zig_cache), cpu, ())
 
 
 def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path) -> Path | None:
@@ -155,20 +171,77 @@ def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out
     probe = _link_probe(host, tuple(before), tuple(after), str(zig_cache))
     direct = probe.instantiate(str(cwd), {zig_direct.OBJECT: list(inputs), zig_direct.LIBRARY: [out]}) \
         if probe else None
+    memo = _link_memo(host, tuple(before), tuple(after))
     return Job([*flags(host, cwd), *before, *inputs, *after, "-o", out], cwd, zig_cache,
-               local_cache=local_cache, direct=direct).wait(deadline)
+               local_cache=local_cache, direct=direct,
+               direct_wrong=(lambda: _forget(zig_cache, memo, _link_probe)) if direct else None).wait(deadline)
 
 
-@lru_cache(maxsize=16)
+def prepare_link(before: Sequence[str], after: Sequence[str], host: str, zig_cache: Path) -> None:
+    """Ask zig now for the command link() will run with these flags."""
+    _link_probe(host, tuple(before), tuple(after), str(zig_cache))
+
+
+def _once(probe: Callable[..., zig_direct.Probe | None]) -> Callable[..., zig_direct.Probe | None]:
+    """`probe` asked once per process and set of arguments: threads asking for the same one wait for
+    the first (two at once would each run zig for it)."""
+    cached = lru_cache(maxsize=16)(probe)
+    locks: dict[tuple, threading.Lock] = {}
+    guard = threading.Lock()
+
+    @functools.wraps(probe)
+    def once(*args: object) -> zig_direct.Probe | None:
+        with guard:
+            lock = locks.setdefault(args, threading.Lock())
+        with lock:
+            return cached(*args)
+
+    once.cache_clear = cached.cache_clear        # type: ignore[attr-defined]
+    return once
+
+
+def _remembered(memo: str | None, zig_cache: str, ask: Callable[[], zig_direct.Probe | None]) -> zig_direct.Probe | None:
+    """The probe kept under `memo` in zig's cache folder, else `ask()`'s answer (then kept)."""
+    zig = zig_binary()
+    if memo is not None:
+        kept = probe_memo.read(Path(zig_cache), memo, zig)
+        if kept is not None:
+            return kept
+    probe = ask()
+    if probe is not None and memo is not None:
+        probe_memo.write(Path(zig_cache), memo, probe)
+    return probe
+
+
+def _forget(zig_cache: Path, memo: str | None, probe: Callable[..., object]) -> None:
+    """A direct command failed where zig cc succeeded: ask zig again next time (here and in later processes)."""
+    if memo is not None:
+        probe_memo.forget(Path(zig_cache), memo)
+    probe.cache_clear()        # type: ignore[attr-defined]
+
+
+def _compile_memo(host: str, includes: tuple[str, ...], cpu: str | None, extra: tuple[str, ...]) -> str | None:
+    return probe_memo.name(zig_binary(), zig_wheel.version(),
+                           ["compile", *flags(host, Path("<folder>"), cpu, extra), *includes])
+
+
+def _link_memo(host: str, before: tuple[str, ...], after: tuple[str, ...]) -> str | None:
+    return probe_memo.name(zig_binary(), zig_wheel.version(),
+                           ["link", *flags(host, Path("<folder>")), *before, "<object>", *after])
+
+
+@_once
 def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str,
                    cpu: str | None = None, extra: tuple[str, ...] = ()) -> zig_direct.Probe | None:
     if any(any(c.isspace() for c in d) for d in includes):
         return None
-    return zig_direct.probe_compile(zig_binary(), lambda folder: [*flags(host, folder, cpu, extra), *includes],
-                                    lambda local: _env(Path(zig_cache), local))
+    return _remembered(_compile_memo(host, includes, cpu, extra), zig_cache, lambda: zig_direct.probe_compile(
+        zig_binary(), lambda folder: [*flags(host, folder, cpu, extra), *includes],
+        lambda local: _env(Path(zig_cache), local)))
 
 
-@lru_cache(maxsize=16)
+@_once
 def _link_probe(host: str, before: tuple[str, ...], after: tuple[str, ...], zig_cache: str) -> zig_direct.Probe | None:
-    return zig_direct.probe_link(zig_binary(), lambda folder: flags(host, folder), before, after,
-                                 lambda local: _env(Path(zig_cache), local))
+    return _remembered(_link_memo(host, before, after), zig_cache, lambda: zig_direct.probe_link(
+        zig_binary(), lambda folder: flags(host, folder), before, after,
+        lambda local: _env(Path(zig_cache), local)))

@@ -11,6 +11,7 @@ commands unquoted), and the caller keeps to zig cc.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import tempfile
@@ -52,14 +53,21 @@ def _spaced(text: str) -> bool:
 
 def _printed(zig: str, args: list[str], folder: str, env: dict[str, str], variable: str,
              prefix: str) -> list[str] | None:
-    """The one command zig prints (with `variable` set) that starts with `prefix`, as words."""
+    """The one command zig prints (with `variable` set) that starts with `prefix`, as words. zig
+    prints its own path resolved (/proc/self/exe): a zig reached through a symbolic link (a linked
+    virtual environment or home folder) prints the link's target, read here as `zig`."""
     try:
         proc = subprocess.run([zig, "cc", *args], cwd=folder, env=dict(env, **{variable: "1"}),
                               capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.SubprocessError):
         return None
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(prefix)]
-    return lines[0].split(" ") if proc.returncode == 0 and len(lines) == 1 else None
+    resolved = os.path.realpath(zig)
+    prefixes = {prefix, prefix.replace(zig, resolved, 1)}
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(tuple(prefixes))]
+    if proc.returncode != 0 or len(lines) != 1:
+        return None
+    words = lines[0].split(" ")
+    return [zig if word == resolved else word for word in words]
 
 
 def probe_compile(zig: str, flags: Callable[[Path], list[str]], env: Callable[[Path], dict[str, str]]) -> Probe | None:

@@ -4,6 +4,12 @@ file that starts with the same directives. Reading TVM's headers is some 5 ms of
 40 ms; the file itself is compiled unchanged (its own includes are then skipped by their guards),
 to the same object bytes.
 
+Making the header costs more than a compile of one small file saves (a compile of the headers, some
+50 ms, against 5 ms a file), so a process that does not find it compiles without it, and makes it
+only on its MAKE_AFTER-th compile of those directives: a one-off build (the first on a machine, a
+command-line build, a new cache folder) never waits for it, a tuning sweep makes it after a few
+candidates, and every later compile on the machine uses it.
+
 The header's name is a sha256 of the directives and of the whole compile command, so another zig,
 other flags or other include folders make another header; the directives stay beside it (<name>.h,
 written once). clang checks that the headers it was made from are unchanged; if a compile that
@@ -17,6 +23,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from . import zig_direct
@@ -24,6 +31,10 @@ from . import zig_direct
 FOLDER = "jitflow-pch"
 _DIRECTIVES = ("#define ", "#include ", "//")
 _known: dict[str, Path] = {}      # this process: header name -> its path, known to exist
+_making = threading.Lock()        # one thread makes a header; the others wait for it
+_asked: dict[str, int] = {}       # this process: header name -> compiles that found it missing
+#: a process makes a missing header on its this-many-th compile of the header's directives
+MAKE_AFTER = 6
 
 
 def leading_directives(text: str) -> str | None:
@@ -39,16 +50,21 @@ def leading_directives(text: str) -> str | None:
 
 
 def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: dict[str, str]) -> Path | None:
-    """The precompiled header of `directives` for the compile command of `probe` (made now if it is
-    not there), or None when it cannot be made."""
+    """The precompiled header of `directives` for the compile command of `probe`, or None: when it
+    cannot be made, or when it is not there and this process has not asked for it MAKE_AFTER times."""
     command = [word.replace(probe.folder, "<folder>") for word in probe.command]   # the same in every process
     name = hashlib.sha256("\0".join([directives, *command]).encode()).hexdigest()[:32] + ".pch"
     known = _known.get(name)
     if known is not None and known.is_file():
         return known
     path = Path(zig_cache) / FOLDER / name
-    if not path.is_file() and not _make(probe, directives, path, env):
-        return None
+    if not path.is_file():
+        with _making:
+            _asked[name] = _asked.get(name, 0) + 1
+            if _asked[name] < MAKE_AFTER:
+                return None
+            if not path.is_file() and not _make(probe, directives, path, env):
+                return None
     _known[name] = path
     return path
 

@@ -159,9 +159,14 @@ def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_pa
         job.wait()
         return job.proc.args, (tmp_path / name).read_bytes()
 
-    args, with_header = compiled("a.o")
+    monkeypatch.setattr(zig_pch, "_asked", {})            # a process that has not compiled TVM's C yet
+    firsts = [compiled(f"first{n}.o") for n in range(zig_pch.MAKE_AFTER - 1)]    # a one-off build waits for no header
+    assert all(a[1] == "-cc1" and "-include-pch" not in a for a, _ in firsts)
+    assert not list(own_zig_cache.glob(f"{zig_pch.FOLDER}/*.pch"))
+    args, with_header = compiled("a.o")                   # a process that compiles it again and again makes it
     headers = list((own_zig_cache / zig_pch.FOLDER).glob("*.pch"))
     assert len(headers) == 1 and args[1] == "-cc1" and args[2:4] == ["-include-pch", str(headers[0])]
+    assert all(made == with_header for _, made in firsts)      # the same object bytes without it
     assert compiled("b.o")[1] == with_header and list((own_zig_cache / zig_pch.FOLDER).glob("*.pch")) == headers
     headers[0].write_bytes(b"not a precompiled header")
     args, after_damage = compiled("c.o")               # the direct compile fails: zig cc compiles it
