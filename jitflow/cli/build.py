@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export_path import destination, loaded_sources
+    from ..files.export_path import destination, loaded_sources
 
     exe = build_options.executable(args.module, args)
     destination(args.output, loaded_sources())   # before building: never over the module file or what it imports
