@@ -16,7 +16,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from cpu_corpus import Kernel
+from cpu_kernel import Kernel
 
 HERE = Path(__file__).resolve().parent
 DATABASE = HERE / "data" / "cpu_kernels"

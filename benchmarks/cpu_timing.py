@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 import numpy as np
-from cpu_corpus import Kernel
+from cpu_kernel import Kernel
 from cpu_schedules import llvm_target
 
 #: the fewest samples of each side, whatever the time budget

@@ -7,11 +7,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import config, export_path, ir_module, pass_context, pipeline
+from . import config, pipeline
 from .cache import location
 from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
+from .files import export_path
 from .formats import VM_KIND
+from .inputs import ir_module, pass_context
 from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
 from .pipeline import BuildInfo
 from .runtime import cpu_features

@@ -7,7 +7,7 @@ Two parts, kept apart on purpose:
   CUDA floor, a Relax pipeline's name, the CPU level). It can be written as JSON and read back (to_json /
   from_json), so that another process or machine can build the same library.
 - InProcess: live objects of the caller's process that cannot travel: the PassContext the caller
-  had entered when compiling (pass_context.py), and a tvm.transform.Pass given as relax_pipeline=.
+  had entered when compiling (inputs/pass_context.py), and a tvm.transform.Pass given as relax_pipeline=.
   A build elsewhere can only use what BuildOptions holds.
 
 Both are made once, by jitflow.compile, and never changed: lower stages read them, none returns

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from . import pass_context
 from .cache import counters, location
 from .cache.disk import Cache
 from .cache.entry import LIBRARY
@@ -26,6 +25,7 @@ from .cache.key import CacheKey, module_unchanged
 from .cache.location import NullCache
 from .config import Settings
 from .errors import CacheError, CompileError, InvalidInputError, JitflowError
+from .inputs import pass_context
 from .options import BuildOptions, InProcess
 from .runtime.library_file import LibraryFile
 from .targets import TargetSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from jitflow.checks import CHECKED_ML_DTYPES, CHECKED_TVM_FFI, ml_dtypes_check, tvm_ffi_check
+from jitflow.doctor.checks import CHECKED_ML_DTYPES, CHECKED_TVM_FFI, ml_dtypes_check, tvm_ffi_check
 
 _ROUND_TRIP = r"""
 import tvm

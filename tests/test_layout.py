@@ -147,3 +147,83 @@ def f():
     known = {"jitflow.pkg.a", "jitflow.pkg.b", "jitflow.pkg.c", "jitflow.pkg.d", "jitflow.other"}
     assert imports_of(source, "jitflow.pkg.a", False, known) == known - {"jitflow.pkg.a"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+#: the most modules `jitflow/` itself may hold (`__init__`, `__main__` and `_version` counted): the
+#: contracts several stages share; every other module lives in the folder of the stage it serves
+MAX_TOP_LEVEL_MODULES = 10
+
+
+def test_jitflow_holds_at_most_ten_top_level_modules():
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= MAX_TOP_LEVEL_MODULES, f"move some of these into a subpackage: {modules}"
+
+
+def folder_table() -> list[str]:
+    """The folders of jitflow that the README's table in "How the code is laid out" names, as paths
+    relative to the repository ("jitflow/cache/shared")."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
+    return [name.rstrip("/") for name in re.findall(r"^\| `(jitflow/[^`]*)` \|", section, flags=re.MULTILINE)]
+
+
+def test_the_readme_folder_table_matches_the_packages():
+    named = folder_table()
+    assert "jitflow" in named and len(named) == len(set(named)), named
+    packages = {p.parent.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("__init__.py")}
+    assert sorted(set(named) - packages) == [], "the README's table names folders that are no packages"
+    assert sorted(packages - set(named)) == [], "add these packages to the README's folder table"
+
+
+_ENVIRON_CHANGES = {"setdefault", "update", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
+
+
+def _is_os_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ"
+            and isinstance(node.value, ast.Name) and node.value.id == "os")
+
+
+def environ_changes(source: str) -> list[int]:
+    """The lines of `source` that change this process's environment through `os`: os.environ[...] =,
+    del os.environ[...], os.environ = ..., os.environ.update/setdefault/pop/..., os.putenv, os.unsetenv."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            if _is_os_environ(target) or (isinstance(target, ast.Subscript) and _is_os_environ(target.value)):
+                lines.append(node.lineno)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func = node.func
+            if _is_os_environ(func.value) and func.attr in _ENVIRON_CHANGES:
+                lines.append(node.lineno)
+            if isinstance(func.value, ast.Name) and func.value.id == "os" and func.attr in ("putenv", "unsetenv"):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_no_module_outside_config_changes_the_environment():
+    found = sorted(f"{p.relative_to(ROOT)}:{line}" for p in PACKAGE.rglob("*.py") if p != PACKAGE / "config.py"
+                   for line in environ_changes(p.read_text()))
+    assert found == [], "pass the value explicitly (a setting in config.py, or an argument) instead"
+
+
+def test_the_environment_check_sees_every_kind_of_change():
+    source = """
+import os
+os.environ["A"] = "1"
+os.environ["A"] += "2"
+del os.environ["A"]
+os.environ.setdefault("B", "1")
+os.environ.update(C="1")
+os.environ.pop("C", None)
+os.putenv("D", "1")
+os.unsetenv("D")
+os.environ = {}
+value = os.environ.get("E")
+env = dict(os.environ); env["F"] = "1"
+"""
+    assert environ_changes(source) == [3, 4, 5, 6, 7, 8, 9, 10, 11]

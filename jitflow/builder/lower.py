@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Callable, Iterator
 
-from .. import pass_context
 from ..errors import LibraryFormatError, LoweringError, ScheduleError
 from ..formats import library_blob, vm_program
 from ..formats.library_blob import CudaPayload, LibraryBlob
-from ..ir_module import is_relax
+from ..inputs import pass_context
+from ..inputs.ir_module import is_relax
 from ..targets import TargetSpec
 from . import memory_facts, vm_blob
 from .host_c.codegen import legalized_c_host
@@ -143,7 +143,7 @@ def lower(mod: Any, spec: TargetSpec, pass_config: dict[str, Any] | None = None,
     relax_pipeline (Relax modules only): a pipeline name known to tvm.relax.get_pipeline or a
     Pass; None is TVM's default for the target (for CUDA it schedules with dlight's GPU rules).
     caller_context: the PassContext the caller had entered when compiling (None: none), merged
-    with pass_config (pass_context.py); by default the one entered now.
+    with pass_config (inputs/pass_context.py); by default the one entered now.
     defer_pack (CPU targets): return once the host C is known and pack the VM's blob (its weights:
     a large model takes tenths of a second) in `Lowered.finish()`, while the host C compiles.
     """

@@ -1,5 +1,5 @@
 """Before lowering: the checks that catch what would fail later, or worse, run wrongly (the module's
-copy that jitflow builds is made by jitflow.compile: ir_module.py)."""
+copy that jitflow builds is made by jitflow.compile: inputs/ir_module.py)."""
 from __future__ import annotations
 
 from typing import Any, Iterator

@@ -1,7 +1,7 @@
 """The disk cache: one entry folder per key (see entry.py), found, verified, locked and published.
 
 Entries are built in a staging folder inside the cache, then published by one rename under a
-per-key file lock. A lookup checks that nobody else can change the cache (folder_trust.py), opens the
+per-key file lock. A lookup checks that nobody else can change the cache (files/folder_trust.py), opens the
 entry's folders and files without following links, and verifies the library's sha256 through the
 descriptor it then hands out (a LibraryFile): the bytes checked are the bytes loaded, even if the
 entry is pruned or replaced meanwhile.
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ContextManager, Iterator
 
-from .. import folder_trust
 from ..errors import CacheError, UntrustedFolderError
+from ..files import folder_trust
 from ..runtime.library_file import LibraryFile
 from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
                     read_meta_file)

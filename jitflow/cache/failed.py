@@ -11,8 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import folder_trust
 from ..errors import CompileError
+from ..files import folder_trust
 from .entry import SOURCES
 
 log = logging.getLogger("jitflow")

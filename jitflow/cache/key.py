@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .. import pass_context
 from ..config import Settings
+from ..inputs import pass_context
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..targets import TargetSpec
 from ..toolchain import environment

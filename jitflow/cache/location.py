@@ -3,7 +3,7 @@
 The location rules:
 
 - builds use the configured folder (cache_dir=, JITFLOW_CACHE_DIR, else the user cache folder)
-  when it can be written and nobody but this user can change it (folder_trust.py);
+  when it can be written and nobody but this user can change it (files/folder_trust.py);
 - a configured folder that cannot be written (read-only, no home directory, a file in the way),
   or that another user could change (it or a folder above it is theirs, or writable by others),
   means a private per-user fallback folder for the process, with one warning that says why. A
@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .. import folder_trust
 from ..config import Settings
 from ..errors import CacheError, UntrustedFolderError
+from ..files import folder_trust
 from ..logs import warn_once
 from ..runtime.library_file import LibraryFile
 from .disk import FIX, Cache
@@ -118,7 +118,7 @@ class CacheFolders:
     def for_admin(self) -> Cache:
         """The configured cache, for the admin commands: an UntrustedFolderError (with the reason
         and the fix) when others could change it, a CacheError when a file is in the way."""
-        from ..checks import cache_dir_problem   # doctor's check: not needed by lookups and builds
+        from ..doctor.checks import cache_dir_problem   # doctor's check: not needed by lookups and builds
 
         problem = cache_dir_problem(self.configured.folder, writing=False)
         if problem:
@@ -132,7 +132,7 @@ class CacheFolders:
     def problem(self) -> str | None:
         """Why builds do not use the configured folder (they use the fallback then), or None.
         Looks only: creates nothing."""
-        from ..checks import cache_dir_problem
+        from ..doctor.checks import cache_dir_problem
 
         found = cache_dir_problem(self.configured.folder)
         if found:

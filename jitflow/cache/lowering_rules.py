@@ -19,7 +19,7 @@ seen: before jitflow was imported, between two keys, by Python or by another lib
 is kept is what cannot change unseen:
 
 - the op names, by TVM's structural hash of its list of ops: per process (the list is read again
-  when the number of ops changes: ops are never removed) and per TVM install (install_memo.py: a
+  when the number of ops changes: ops are never removed) and per TVM install (toolchain/install_memo.py: a
   fresh process whose TVM lists the ops the memo was taken from takes the names from it instead of
   converting the whole list, about half a millisecond);
 - each rule's verdict and probes, per process, by the op and the rule (both held so that their
@@ -39,7 +39,7 @@ from functools import lru_cache
 from itertools import repeat
 from typing import Any
 
-from .. import install_memo
+from ..toolchain import install_memo
 
 #: op attributes TVM's LowerIntrin pass consults, per target kind (the host is always "c")
 PATTERNS = {

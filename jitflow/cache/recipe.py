@@ -6,7 +6,7 @@ it (as Triton hashes its own sources into its cache keys). The digest covers eve
 folders below (so files added there later are covered too) and the listed cache modules, skipping
 only compiled Python.
 
-It is computed once per process, and once per install: the digest is memoized (install_memo.py)
+It is computed once per process, and once per install: the digest is memoized (toolchain/install_memo.py)
 with a signature of what stat says of every recipe file (its size, its modification and change
 times in nanoseconds, its inode). A process that finds the signature unchanged takes the memo's
 digest without reading the files, as Python takes a module's bytecode when its source's stat is
@@ -19,14 +19,14 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from .. import install_memo
+from ..toolchain import install_memo
 
 PACKAGE = Path(__file__).resolve().parent.parent
 #: folders of jitflow whose every file shapes what is built
 FOLDERS = ("builder", "toolchain", "formats", "targets")
 #: single files that decide what an entry holds and what its key covers
 FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py",
-         "cache/lowering_rules.py", "options.py", "pass_context.py")
+         "cache/lowering_rules.py", "options.py", "inputs/pass_context.py")
 #: the install memo's name for the digest
 MEMO = "recipe"
 

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export_path import check_library_name, destination, loaded_sources
+    from ..files.export_path import check_library_name, destination, loaded_sources
 
     check_library_name(Path(args.output), "-o")    # before importing the module file: x.tar is never written
     exe = build_options.executable(args.module, args)

@@ -10,7 +10,6 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..targets import SUPPORTED_HOSTS
-
 from ..targets.spec import DEFAULT_TARGET
 
 #: option -> attribute of the parsed arguments, for the options that decide how a module is built.
@@ -99,7 +98,7 @@ def _check_arch_use(target: str, archs: list[str] | None) -> None:
 def _has_relax(obj: Any) -> bool:
     import tvm
 
-    from ..ir_module import is_relax
+    from ..inputs.ir_module import is_relax
 
     return isinstance(obj, tvm.IRModule) and is_relax(obj)
 
@@ -111,7 +110,8 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     target and options come from the file, so build options other than --no-cache and --cache-dir
     are refused with it).
     """
-    from .. import executable, pass_context
+    from .. import executable
+    from ..inputs import pass_context
     from .module_file import load_module_spec
 
     obj = load_module_spec(spec)

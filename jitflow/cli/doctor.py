@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _checks(cuda: bool) -> list[Any]:
     from ..cache.shared.backend import check as shared_tier_checks
-    from ..checks import run_checks
     from ..config import resolve_remote
+    from ..doctor.checks import run_checks
     from ..errors import InvalidInputError
 
     try:
@@ -47,8 +47,8 @@ def cpu_level_checks() -> list[Any]:
     what they build: a library built for more than this CPU has is refused when loaded here. Optional:
     a build machine may build for others on purpose. None where the machine or the setting is not one
     jitflow builds for (run_checks reports a bad setting)."""
-    from ..checks import Check
     from ..config import resolve_cpu_level
+    from ..doctor.checks import Check
     from ..errors import JitflowError
     from ..runtime import cpu_features
     from ..targets import cpu_level, hosts

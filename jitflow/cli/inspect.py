@@ -127,7 +127,7 @@ def _check_outputs(args: argparse.Namespace, sources: list[str]) -> None:
     """Refuse, before anything is built, an --html or --timeline path where the file cannot be
     written as export_library writes a library (a folder, a FIFO, a device there), that names an
     input (the module file, a file it imports, a library being inspected), or both naming one file."""
-    from ..export_path import destination, loaded_sources
+    from ..files.export_path import destination, loaded_sources
 
     inputs = [*loaded_sources(), *(s for s in sources if Path(s).is_file())]
     found = {}

@@ -6,8 +6,8 @@ import json
 import time
 from typing import Any
 
-from ..text_format import byte_size as human_size
-from ..text_format import age, plural, table
+from ..text.format import age, plural, table
+from ..text.format import byte_size as human_size
 
 __all__ = ["age", "dumps", "human_size", "plural", "table", "when"]
 

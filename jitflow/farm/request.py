@@ -77,7 +77,7 @@ def pass_context_data(ctx: Any) -> dict[str, Any] | None:
         return None
     if list(ctx.instruments):
         raise NotPortable("it is compiled inside a PassContext with instruments (Python objects)")
-    from .. import pass_context
+    from ..inputs import pass_context
 
     return pass_context.key_of(ctx, None)     # opt level, required and disabled passes, config: all data
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..formats import c_expr
-from ..text_format import plural, table
+from ..text.format import plural, table
 from .memory_plan import DEPENDS, ModelMemory, ModelStorage, VMFunction
 from .text import dims, size_text, where
 

@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..text_format import exact_bytes
+from ..text.format import exact_bytes
 from . import timeline
 from .memory_plan import VMFunction
 from .types import Allocation, HostFunction, Launch

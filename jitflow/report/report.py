@@ -11,10 +11,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .. import export_path
 from ..errors import InvalidInputError
-from ..formats import c_expr
-from ..formats import chrome_trace
+from ..files import export_path
+from ..formats import c_expr, chrome_trace
 from . import evaluate, memory_plan_text, page, text, timeline
 from .memory_plan import ModelMemory
 from .types import (
@@ -226,7 +225,7 @@ class Report:
 
 def write_file(path: str | os.PathLike, text: str, what: str, written: str, example: str,
                inputs: Sequence[str | os.PathLike] = ()) -> Path:
-    """Write `text` at `path` as export_library writes a library (export_path.py): refused where a
+    """Write `text` at `path` as export_library writes a library (files/export_path.py): refused where a
     folder, a FIFO, a device or one of `inputs` is at that name, written through a temporary file
     renamed into place. `what` names the writer in errors, `written` what it writes."""
     dest = export_path.destination(path, inputs, what=what, written=written, example=example)

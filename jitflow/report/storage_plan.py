@@ -13,10 +13,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import InvalidInputError, LibraryFormatError
-from ..formats import library_blob, vm_program
+from ..formats import library_blob, vm_program, vm_walk
 from ..formats.vm_program import TensorConstant, VMProgram
-from ..text_format import byte_size
-from ..formats import vm_walk
+from ..text.format import byte_size
 
 
 @dataclass(frozen=True)

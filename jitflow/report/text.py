@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..text_format import exact_bytes, table
 from ..formats.c_expr import Expr
+from ..text.format import exact_bytes, table
 from .types import Allocation, AllocationTotals, Compatibility, Copy, FatbinEntry, HostFunction, Kernel, Launch
 from .types import LibraryFacts, ParallelLaunch
 

@@ -18,8 +18,8 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from .. import folder_trust
 from ..errors import LoadError
+from ..files import folder_trust
 
 RUNTIME, CUDA, EXTRA = "libtvm_runtime.so", "libtvm_runtime_cuda.so", "libtvm_runtime_extra.so"
 _LOCK = threading.Lock()
@@ -71,7 +71,7 @@ def lib_folder() -> Path:
 
 def _check_trusted(folder: Path) -> None:
     """Refuse TVM_LIBRARY_PATH unless the folder, and each of TVM's libraries in it, pass the cache's
-    trust rules (folder_trust.py): a library planted where others can write would run its constructors
+    trust rules (files/folder_trust.py): a library planted where others can write would run its constructors
     in this process the moment it is loaded."""
     problem = folder_trust.folder_problem(folder, installed=True)
     for name in (RUNTIME, CUDA, EXTRA):

@@ -12,8 +12,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .. import folder_trust
 from ..errors import CacheError, JitflowError
+from ..files import folder_trust
 from ..logs import warn_once
 
 _chosen: dict[Path | None, Path] = {}
@@ -23,7 +23,7 @@ _lock = threading.Lock()
 def private_folder(path: Path) -> Path:
     """Create `path` (and its missing parents) private to this user, or check it, and return it.
 
-    The guarantees are folder_trust.py's, the same as for the cache's own folders: folders created
+    The guarantees are files/folder_trust.py's, the same as for the cache's own folders: folders created
     here get mode 0700 at creation; an existing one of this user is narrowed to 0700; every folder
     on the way from / (and every symbolic link) belongs to this user or to root and is writable by
     no one else, root's sticky folders such as /tmp aside. Anything else (another user's folder, a

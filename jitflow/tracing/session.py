@@ -130,7 +130,7 @@ class Trace:
         self._done                  # raises until the trace has finished
         doc = timeline.document(self.events, self.windows, f"jitflow trace of {self.function}")
         if path is not None:   # as export_library writes: never into a FIFO or folder, renamed into place
-            from .. import export_path
+            from ..files import export_path
 
             dest = export_path.destination(path, what="Trace.timeline", written="the timeline", example="trace.json")
             export_path.write_atomically(dest, chrome_trace.dumps(doc), "Trace.timeline")

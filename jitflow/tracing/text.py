@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Collection, Sequence
 
-from ..text_format import byte_size, duration_ns, table
+from ..text.format import byte_size, duration_ns, table
 from .match import Agreement
 from .summary import Amount, KernelTotal, Segment, Split
 

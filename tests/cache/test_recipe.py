@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from jitflow import install_memo
 from jitflow.cache import recipe
+from jitflow.toolchain import install_memo
 
 
 def test_the_recipe_covers_every_build_file_also_in_subfolders():

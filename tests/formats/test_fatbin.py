@@ -15,7 +15,7 @@ def raw_fatbin():
     """A fatbin exactly as NVRTC + nvfatbin write it (no floor: the compiler's own PTX ISA)."""
     import tvm
 
-    from jitflow import ir_module
+    from jitflow.inputs import ir_module
     from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_80")

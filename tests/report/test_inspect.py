@@ -15,9 +15,10 @@ from conftest import module_cache
 from tvm.script import tirx as T
 
 import jitflow
-from jitflow import cli, ir_module
+from jitflow import cli
 from jitflow.builder import lower
 from jitflow.errors import InvalidInputError, ToolMissingError
+from jitflow.inputs import ir_module
 from jitflow.report import Report, device_text
 from jitflow.report import host_code as host_analysis
 from jitflow.report.gather import inspect_entry, inspect_library

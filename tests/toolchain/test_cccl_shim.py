@@ -7,8 +7,8 @@ import kernels
 import pytest
 
 import jitflow
-from jitflow import ir_module
 from jitflow.builder import lower
+from jitflow.inputs import ir_module
 from jitflow.targets import resolve_target
 from jitflow.toolchain import cccl_shim as cuda_std_shim
 from jitflow.toolchain import nvrtc as cuda_nvrtc

@@ -60,7 +60,7 @@ def test_tvm_blob_round_trips_byte_for_byte(cache_dir):
     import tvm
     import tvm_ffi
 
-    from jitflow import ir_module
+    from jitflow.inputs import ir_module
     from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_90")

@@ -69,7 +69,7 @@ def test_ptx_using_a_newer_feature_than_the_target_isa_is_refused():
 def test_a_fatbin_from_another_compiler_is_brought_to_the_floor(cache_dir):
     import tvm
 
-    from jitflow import ir_module
+    from jitflow.inputs import ir_module
     from jitflow.targets import resolve_target
 
     spec = resolve_target("cuda", "sm_80")

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jitflow import install_memo
 from jitflow.errors import ToolMissingError
-from jitflow.toolchain import dist_info, zig_wheel
+from jitflow.toolchain import dist_info, install_memo, zig_wheel
 
 
 def test_the_version_is_the_wheels_own():

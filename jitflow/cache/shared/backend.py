@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 
-from ...checks import Check
 from ...config import RemoteSettings, resolve_remote
+from ...doctor.checks import Check
 from ...errors import RemoteCacheError
 
 #: URL schemes -> "module:Class" of the backend that serves them.

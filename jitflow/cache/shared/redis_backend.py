@@ -10,7 +10,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...checks import Check
+from ...doctor.checks import Check
 from ...errors import RemoteCacheError
 from .backend import RemoteBackend, shared_check
 from .bounded_socket import BoundedSocket, limits

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}

@@ -77,8 +77,8 @@ def _tvm() -> list[Check]:
 
 
 def _zig(configured: Path | None) -> list[Check]:
-    from .errors import JitflowError
-    from .toolchain import zig_cache, zig_wheel
+    from ..errors import JitflowError
+    from ..toolchain import zig_cache, zig_wheel
 
     try:
         exe, version = zig_wheel.zig_binary(), zig_wheel.version()
@@ -95,9 +95,9 @@ def _zig(configured: Path | None) -> list[Check]:
 
 
 def _cuda_compilers() -> list[Check]:
-    from .errors import JitflowError
-    from .toolchain import cuda_toolkit, fatbin_build, nvcc
-    from .toolchain import nvrtc as nvrtc_wheels
+    from ..errors import JitflowError
+    from ..toolchain import cuda_toolkit, fatbin_build, nvcc
+    from ..toolchain import nvrtc as nvrtc_wheels
 
     out = []
     for name, version, wheel in (("NVRTC", lambda: str(nvrtc_wheels.cuda_version()), nvrtc_wheels.WHEEL_HINT),
@@ -106,7 +106,7 @@ def _cuda_compilers() -> list[Check]:
             out.append(Check(name, True, version()))
         except Exception as exc:  # noqa: BLE001 - a broken install must be reported, not raised
             out.append(Check(name, False, f"not loadable: {exc}", wheel))
-    from .toolchain import nvjitlink
+    from ..toolchain import nvjitlink
 
     if nvjitlink.available():
         out.append(Check("nvJitLink", True, nvjitlink.version()))
@@ -171,7 +171,7 @@ def _cache(cache_dir: Path) -> list[Check]:
             pass
     except OSError as exc:
         return [Check("cache directory", False, f"{cache_dir}: {exc.strerror}", fix)]
-    from . import folder_trust
+    from ..files import folder_trust
 
     untrusted = folder_trust.folder_problem(cache_dir)
     if untrusted:   # never read: builds use a private temporary folder instead (docs/reliability.md)
@@ -183,8 +183,8 @@ def _cache(cache_dir: Path) -> list[Check]:
 def run_checks(cuda: bool = True) -> list[Check]:
     """This machine's checks in order (CUDA compiler and driver checks only when `cuda`); the shared
     tier answers its own (cache.shared.backend.check). A bad JITFLOW_* setting is a failed check."""
-    from .config import resolve
-    from .errors import InvalidInputError
+    from ..config import resolve
+    from ..errors import InvalidInputError
 
     cuda_checks: list[Callable[[], list[Check]]] = [_cuda_compilers, _gpu] if cuda else []
     try:

@@ -22,8 +22,8 @@ import threading
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator, Mapping
 
-from .errors import InvalidInputError
-from .logs import warn_once
+from ..errors import InvalidInputError
+from ..logs import warn_once
 
 DEFAULT_OPT_LEVEL = 3
 _thread = threading.local()

@@ -26,7 +26,7 @@ from collections import deque
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import UntrustedFolderError
+from ..errors import UntrustedFolderError
 
 _MAX_LINKS = 40
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jitflow import install_memo
+from jitflow.toolchain import install_memo
 
 
 @pytest.fixture

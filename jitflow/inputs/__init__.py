@@ -1,0 +1,3 @@
+"""What the caller hands jitflow.compile, as jitflow takes it: the module, copied with its functions
+exported under their names (ir_module.py), and the PassContext, captured, keyed and entered
+(pass_context.py)."""
