@@ -7,11 +7,13 @@ hundred. If a direct command fails, zig cc runs the same step, and its result st
 """
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
+import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import BuildTimeoutError, CompileError
 from . import environment, zig_direct, zig_pch
@@ -159,7 +161,26 @@ def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out
                local_cache=local_cache, direct=direct).wait(deadline)
 
 
-@lru_cache(maxsize=16)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _probed_once(fn: _F) -> _F:
+    """lru_cache, with one thread probing at a time: builds of a batch (compile_batch.py) reach their
+    first link together, and would otherwise each run the same probe."""
+    cached = lru_cache(maxsize=16)(fn)
+    lock = threading.Lock()
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        with lock:
+            return cached(*args)
+
+    call.cache_clear = cached.cache_clear     # type: ignore[attr-defined]
+    call.cache_info = cached.cache_info       # type: ignore[attr-defined]
+    return call  # type: ignore[return-value]
+
+
+@_probed_once
 def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str,
                    cpu: str | None = None, extra: tuple[str, ...] = ()) -> zig_direct.Probe | None:
     if any(any(c.isspace() for c in d) for d in includes):
@@ -168,7 +189,7 @@ def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str,
                                     lambda local: _env(Path(zig_cache), local))
 
 
-@lru_cache(maxsize=16)
+@_probed_once
 def _link_probe(host: str, before: tuple[str, ...], after: tuple[str, ...], zig_cache: str) -> zig_direct.Probe | None:
     return zig_direct.probe_link(zig_binary(), lambda folder: flags(host, folder), before, after,
                                  lambda local: _env(Path(zig_cache), local))
