@@ -9,8 +9,11 @@ each in candidates per second, with jitflow's ratio to the pool and Ray's scalin
 for the pool and the local processes also the CPU time per candidate (of every process involved,
 compilers included), which other work on a shared machine changes less than the rates.
 
-    python benchmarks/sweep.py [--candidates 64] [--jobs 1,2] [--ray-workers 1,2] [--no-ray]
+    python benchmarks/sweep.py [--candidates 64] [--jobs 1,2] [--ray-workers 1,2] [--no-ray] [--batch 8]
     python benchmarks/sweep.py --candidates 512 --jobs 1,16 --ray-workers 1,2,4,8    # a 16-core machine
+
+`--batch B` (default 8; 0 for none) adds build_all(batch=B) at each process count: `--pairs`
+unbatched and batched sweeps back to back, each pair's ratio read against the load average.
 
 `--jobs` takes one or more process counts: the pool and build_all are timed at each (a row per
 count), with build_all's scaling against its one-process rate where 1 is among them.
@@ -87,14 +90,14 @@ def tvm_pool(mods: list, jobs: int) -> tuple[float, float]:
     return time.perf_counter() - start, _cpu() - cpu
 
 
-def jitflow_sweep(mods: list, salt: str, jobs: int | None, backend: str) -> tuple[float, float]:
+def jitflow_sweep(mods: list, salt: str, jobs: int | None, backend: str, batch: int = 1) -> tuple[float, float]:
     """Seconds for build_all over `mods` under fresh keys (the salt), all built, and the CPU seconds
     of this process and its workers (a Ray cluster's workers are not counted)."""
     import jitflow
 
     exes = [jitflow.compile(m, "c", cache_salt=salt) for m in mods]
     cpu, start = _cpu(), time.perf_counter()
-    results = jitflow.build_all(exes, jobs=jobs, backend=backend)
+    results = jitflow.build_all(exes, jobs=jobs, backend=backend, **({"batch": batch} if backend == "local" else {}))
     seconds = time.perf_counter() - start
     bad = [r for r in results if not r.ok or r.outcome != "built"]
     if bad:
@@ -144,6 +147,9 @@ def main() -> None:
                         help="comma-separated process counts for the pool and build_all (default 1 and every core)")
     parser.add_argument("--ray-workers", default="1,2", help="comma-separated W for the Ray sweeps")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--batch", type=int, default=8,
+                        help="build_all(batch=B) rows beside the unbatched ones, in pairs (0: none)")
+    parser.add_argument("--pairs", type=int, default=3, help="paired unbatched/batched sweeps per job count")
     args = parser.parse_args()
     jobs = _counts(args.jobs, "--jobs", parser)
     workers = [] if args.no_ray else _counts(args.ray_workers, "--ray-workers", parser)
@@ -173,9 +179,32 @@ def main() -> None:
             if 1 in rates and j > 1 else ""
         print(f"jitflow build_all(jobs={j}): {local:.1f} candidates/s, {local / pool:.2f}x the pool; "
               f"{local_cpu:.1f} ms of CPU each, {pool_cpu / local_cpu:.2f}x less{scaling}", flush=True)
+        if args.batch > 1:
+            batched(mods, j, args.batch, args.pairs, pool)
     print(where_time_goes(mods[:16]), flush=True)       # before Ray's threads share this process
     if workers:
         ray_sweeps(mods, workers, pool)
+
+
+def batched(mods: list, jobs: int, batch: int, pairs: int, pool: float) -> None:
+    """Paired sweeps, unbatched then batched (the same machine, back to back): the ratio of each pair,
+    with the load average, and build_all(batch=B)'s best rate against the pool."""
+    ratios, cpu_ratios, best = [], [], 0.0
+    for n in range(pairs):
+        load = os.getloadavg()[0]
+        one, one_cpu = jitflow_sweep(mods, f"pair {jobs} {n} one", jobs, "local")
+        many, many_cpu = jitflow_sweep(mods, f"pair {jobs} {n} batch {batch}", jobs, "local", batch)
+        ratios.append(one / many)
+        cpu_ratios.append(one_cpu / many_cpu)
+        best = max(best, len(mods) / many)
+        print(f"  pair {n + 1} (load {load:.1f}): batch=1 {len(mods) / one:.1f}/s, {1000 * one_cpu / len(mods):.1f} ms "
+              f"CPU each; batch={batch} {len(mods) / many:.1f}/s, {1000 * many_cpu / len(mods):.1f} ms CPU each",
+              flush=True)
+    ratios.sort()
+    cpu_ratios.sort()
+    print(f"jitflow build_all(jobs={jobs}, batch={batch}): {best:.1f} candidates/s, {best / pool:.2f}x the pool; "
+          f"the median pair {ratios[len(ratios) // 2]:.2f}x the unbatched rate, "
+          f"{cpu_ratios[len(cpu_ratios) // 2]:.2f}x less CPU", flush=True)
 
 
 def ray_sweeps(mods: list, workers: list[int], pool: float) -> None:

@@ -34,6 +34,8 @@ ENVIRONMENT = {
                               "zig's own cache, shared by every cache folder of the user (private to the user)"),
     "JITFLOW_BUILD_JOBS": ("the usable cores", "compilers one build runs at once; the host C and the device code "
                                                 "are compiled in as many pieces"),
+    "JITFLOW_BUILD_BATCH": ("1", "build_all's local processes build up to that many items at once, their host C "
+                                 "compiled by one compiler process (the same libraries)"),
     "JITFLOW_CACHE_MAX_SIZE": ("4GiB", "size cap of the cache; least recently used entries are evicted beyond it"),
     "JITFLOW_CACHE_SALT": ("unset", "any text, mixed into every cache key: change it when something jitflow "
                                     "cannot see changes what TVM emits (a registered callback's body, a pass "
@@ -70,6 +72,7 @@ _FALSE = {"0", "false", "no", "off"}
 MAX_BYTES = 2**63 - 1
 MAX_SECONDS = 100 * 365 * 86400
 MAX_JOBS = 1024
+MAX_BATCH = 256
 MAX_REMOTE_SECONDS = 86400
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 
@@ -149,6 +152,17 @@ def progress_mode() -> str:
         warn_once("JITFLOW_PROGRESS", "jitflow: JITFLOW_PROGRESS=%r is not auto, 1 or 0; using auto", raw)
         return "auto"
     return PROGRESS_MODES[raw]
+
+
+def build_batch(value: Any = None) -> int:
+    """How many items one of build_all's local processes builds at once (their host C in one
+    compiler process): `value` if given, else JITFLOW_BUILD_BATCH, else 1 (one at a time)."""
+    if value is None:
+        return int(_env_number("JITFLOW_BUILD_BATCH", 1.0, MAX_BATCH, whole=True)) or 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
+        raise InvalidInputError(f"batch must be a whole number of items from 1 to {MAX_BATCH} (or None for "
+                                f"JITFLOW_BUILD_BATCH, default 1), not {value!r}")
+    return value
 
 
 def cuda_toolkit_homes() -> tuple[Path, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .. import config
 from ..errors import JitflowError
 from . import local
 from .progress import SweepProgress
@@ -18,7 +19,7 @@ __all__ = ["BuildResult", "build_all"]
 
 
 def build_all(executables: Sequence[Any], jobs: int | None = None, backend: str = "local",
-              timeout_s: float | None = None) -> list[BuildResult]:
+              timeout_s: float | None = None, batch: int | None = None) -> list[BuildResult]:
     """Build (or find in the cache) every executable; results in input order.
 
     backend "local": `jobs` forked processes (default one per CPU). backend "ray": a Ray task per
@@ -26,11 +27,15 @@ def build_all(executables: Sequence[Any], jobs: int | None = None, backend: str 
     with a warning, if none is), at most `jobs` at once if given; see docs/farm.md.
     timeout_s: seconds each build may take (Executable.build's limit): past them its compiler is
     killed, the item fails with BuildTimeoutError and nothing is stored; None: no limit.
+    batch (backend "local"): each process builds up to that many items at once, and compiles their
+    host C in one compiler process, each its own object (the libraries are those built one at a
+    time; a failure or a timeout is still the item's own); None: JITFLOW_BUILD_BATCH, default 1.
     Afterwards exe.jit() on each loads from the cache. Build errors are returned, not raised; an
     item that is not an Executable, `jobs` below 1, a bad timeout or an unknown backend is an
     InvalidInputError before anything is built.
     """
     items = checked(executables, jobs, backend, timeout_s)
+    per_process = config.build_batch(batch)
     results: list[BuildResult | None] = [None] * len(items)
     first: dict[str, int] = {}           # key -> the first item with it (built once)
     for i, exe in enumerate(items):
@@ -54,7 +59,7 @@ def build_all(executables: Sequence[Any], jobs: int | None = None, backend: str 
 
             ray_backend.build_on_ray(items, list(first.values()), jobs, finished, timeout_s)
         else:
-            local.build_here(items, list(first.values()), jobs, finished, timeout_s)
+            local.build_here(items, list(first.values()), jobs, finished, timeout_s, per_process)
     finally:
         progress.close()
     for i, exe in enumerate(items):

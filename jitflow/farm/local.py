@@ -32,20 +32,42 @@ def _build_one(index: int, items: list[Any] | None = None, timeout_s: float | No
         return index, False, "", str(exc), type(exc).__name__
 
 
+def _build_some(indices: list[int], items: list[Any] | None = None, timeout_s: float | None = None) -> list[Done]:
+    """Build several items together, their host C compiled in shared processes (batch.py)."""
+    from .batch import build_batch
+
+    work = items if items is not None else _WORK
+    return build_batch(indices, lambda i: _build_one(i, work, timeout_s))
+
+
+def chunks(todo: list[int], jobs: int, batch: int) -> list[list[int]]:
+    """`todo` in batches of at most `batch` items, fewer where that keeps every one of `jobs` busy."""
+    size = max(1, min(batch, -(-len(todo) // jobs)))
+    return [todo[n:n + size] for n in range(0, len(todo), size)]
+
+
 def build_here(items: list[Any], todo: list[int], jobs: int | None,
-               finished: Callable[[int, BuildResult], None], timeout_s: float | None = None) -> None:
+               finished: Callable[[int, BuildResult], None], timeout_s: float | None = None,
+               batch: int = 1) -> None:
     """Build items[i] for each i in `todo`, `jobs` at a time (one per CPU by default), each within
-    `timeout_s` (Executable.build), calling finished(i, result) as each ends."""
+    `timeout_s` (Executable.build), calling finished(i, result) as each ends. `batch` above 1: each
+    process builds up to that many items at once, their host C compiled by one compiler process."""
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    groups = chunks(todo, jobs, batch) if batch > 1 else [[i] for i in todo]
     if jobs == 1 or len(todo) <= 1:
-        for i in todo:
-            finished(i, _result(items, _build_one(i, items, timeout_s)))
+        for group in groups:
+            for done in (_build_some(group, items, timeout_s) if len(group) > 1
+                         else [_build_one(group[0], items, timeout_s)]):
+                finished(done[0], _result(items, done))
         return
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_adopt, initargs=(items,)) as pool:
-        for future in as_completed([pool.submit(_build_one, i, None, timeout_s) for i in todo]):
-            done = future.result()
-            finished(done[0], _result(items, done))
+        futures = [pool.submit(_build_some, g, None, timeout_s) if len(g) > 1
+                   else pool.submit(_build_one, g[0], None, timeout_s) for g in groups]
+        for future in as_completed(futures):
+            got = future.result()
+            for done in (got if isinstance(got, list) else [got]):
+                finished(done[0], _result(items, done))
 
 
 def _result(items: list[Any], done: Done) -> BuildResult:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ...errors import BuildTimeoutError, CompileError
-from ...toolchain import object_cache, zig
+from ...toolchain import cc1_batch, compile_batch, object_cache, zig
 from ...toolchain.deadline import Deadline
 from . import split
 
@@ -33,6 +33,9 @@ MAX_PIECES = 32
 #: of it in the SLP vectorizer; docs/tuning.md has the figures, with the run-time cost)
 LARGE_FUNCTION_BYTES = 200_000
 LARGE_FUNCTION_FLAGS = ("-fno-slp-vectorize", "-mllvm", "-enable-misched=false", "-mllvm", "-enable-post-misched=false")
+#: a source of more C than this is not compiled in build_all's shared processes (compile_batch.py):
+#: it would hold up the others, and its own process is a small part of its time
+BATCH_MAX_BYTES = MIN_PIECE_BYTES
 
 
 def flags_for(text: str) -> tuple[str, ...]:
@@ -78,6 +81,7 @@ class HostCompile:
         self.share_entries = share_entries
         self.include_dirs, self.zig_cache, self.local_cache = list(include_dirs), zig_cache, local_cache
         self.on_progress = on_progress
+        self._member = compile_batch.current()      # build_all's batches: the compile may be shared
         jobs = jobs or usable_cores()
         self.pieces: list[Path] = [source]
         self.done = 0
@@ -100,6 +104,9 @@ class HostCompile:
         for piece, piece_text in zip(pieces, texts):
             if piece != self.source:
                 self._extra[piece] = flags_for(piece_text)
+        if self._member is not None and (len(pieces) != 1 or self._extra.get(pieces[0])
+                                         or len(texts[0]) > BATCH_MAX_BYTES):
+            self._member.decline()       # only a source compiled whole, with zig's flags alone, is shared
         with self._lock:
             self.pieces = pieces
             if not self._cancelled:
@@ -132,6 +139,8 @@ class HostCompile:
 
     def _compile(self, source: Path) -> Path:
         out = self.folder / (source.stem + ".o")
+        if self._member is not None and self._member.open and self._shared_compile(source, out):
+            return out
         with self._lock:
             if self._cancelled:
                 raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
@@ -148,6 +157,22 @@ class HostCompile:
             self.done += 1
         self._report()
         return out
+
+    def _shared_compile(self, source: Path, out: Path) -> bool:
+        """Compile `source` with the other builds of the batch (compile_batch.py); False: compile it
+        alone after all."""
+        assert self._member is not None
+        outcome = self._member.compile(source, out, self.include_dirs, self.host, self.zig_cache, self.cpu,
+                                       self.deadline)
+        if outcome == cc1_batch.TIMED_OUT:
+            assert self._member.request is not None
+            raise cc1_batch.timeout_error(self._member.request)
+        if outcome != cc1_batch.BUILT:
+            return False
+        with self._lock:
+            self.done += 1
+        self._report()
+        return True
 
     def wait(self) -> list[Path]:
         """The objects, once all are compiled; CompileError (with the whole file's log) on failure."""
