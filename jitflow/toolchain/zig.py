@@ -36,6 +36,9 @@ _FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
           # unscheduled reductions are serial chains, and an FMA's latency (4 cycles on Zen 5, twice an
           # add's) doubled resnet18 at x86-64-v3; results also stay the same at every level
           "-ffp-contract=off",
+          # TIR's math never reads errno, and TVM's LLVM lowers sqrt and the rest as pure functions: with
+          # errno kept, clang could not vectorize a loop of sqrtf (3x slower than LLVM's build of it)
+          "-fno-math-errno",
           "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
 
 

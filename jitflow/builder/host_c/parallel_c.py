@@ -47,10 +47,14 @@ _HIDDEN = '__attribute__((visibility("hidden"), noinline)) '
 def _chunks(ctype: str) -> str:
     return "\n".join([
         f"static inline {ctype} {CHUNK_BEGIN}{ctype[:-2]}({ctype} extent, {ctype} task_id, {ctype} num_task) {{",
+        # TVM's pool numbers its tasks from 0: told so, clang knows a loop over a constant extent
+        # starts at 0 or above, and divides its indices as unsigned numbers (as LLVM's build does)
+        "  __builtin_assume(task_id >= 0 && num_task > task_id);",
         f"  {ctype} chunk = (extent + num_task - 1) / num_task;",
         "  return task_id * chunk < extent ? task_id * chunk : extent;",
         "}",
         f"static inline {ctype} {CHUNK_END}{ctype[:-2]}({ctype} extent, {ctype} task_id, {ctype} num_task) {{",
+        "  __builtin_assume(task_id >= 0 && num_task > task_id);",
         f"  {ctype} chunk = (extent + num_task - 1) / num_task;",
         "  return (task_id + 1) * chunk < extent ? (task_id + 1) * chunk : extent;",
         "}"])
