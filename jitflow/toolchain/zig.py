@@ -156,7 +156,7 @@ def prepare_compile(host: str, include_dirs: Sequence[str], zig_cache: Path, cpu
     _compile_probe(host, tuple(f"-I{d}" for d in include_dirs), str(zig_cache), cpu, ())
 
 
-def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path) -> Path | None:
+def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path, make_now: bool = False) -> Path | None:
     """The precompiled header of the directives `source` starts with (zig_pch.py), or None."""
     try:
         with open(source, encoding="utf-8", errors="replace") as f:
@@ -165,7 +165,7 @@ def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path) -> Pa
         return None
     if probe is None or directives is None:
         return None
-    return zig_pch.header_for(probe, directives, zig_cache, _env(zig_cache, zig_cache))
+    return zig_pch.header_for(probe, directives, zig_cache, _env(zig_cache, zig_cache), make_now)
 
 
 def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,

@@ -49,9 +49,11 @@ def leading_directives(text: str) -> str | None:
     return block if "#include " in block else None
 
 
-def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: dict[str, str]) -> Path | None:
+def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: dict[str, str],
+               make_now: bool = False) -> Path | None:
     """The precompiled header of `directives` for the compile command of `probe`, or None: when it
-    cannot be made, or when it is not there and this process has not asked for it MAKE_AFTER times."""
+    cannot be made, or when it is not there and this process has not asked for it MAKE_AFTER times
+    (`make_now`: a caller about to compile many files, a batch, has it made at once)."""
     command = [word.replace(probe.folder, "<folder>") for word in probe.command]   # the same in every process
     name = hashlib.sha256("\0".join([directives, *command]).encode()).hexdigest()[:32] + ".pch"
     known = _known.get(name)
@@ -61,7 +63,7 @@ def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: d
     if not path.is_file():
         with _making:
             _asked[name] = _asked.get(name, 0) + 1
-            if _asked[name] < MAKE_AFTER:
+            if _asked[name] < MAKE_AFTER and not make_now:
                 return None
             if not path.is_file() and not _make(probe, directives, path, env):
                 return None
