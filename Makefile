@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.jitflow-installed
 
-.PHONY: demo test test-tune test-ray soak gpu-artifacts bench clean
+.PHONY: demo test test-faults test-tune test-ray soak gpu-artifacts bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,12 @@ demo: $(STAMP)
 
 # the whole suite, one worker per core (tests needing a GPU are skipped where there is none)
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto --dist loadfile -m "not ray and not tune"
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not ray and not tune and not slow"
+
+# the fault and race runs (tests marked slow) at their few repetitions: the kill test 8 times, the
+# prune-while-reading race once, races of 8 processes, the bit-flip and re-sealed library trials
+test-faults: $(STAMP)
+	$(PY) -m pytest -q -n auto --dist loadfile -m "slow and not ray and not tune"
 
 # real MetaSchedule tuning runs through jitflow's builder (a minute or two on 2 cores)
 test-tune: $(STAMP)
