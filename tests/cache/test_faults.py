@@ -20,6 +20,9 @@ from conftest import READS, run_python, start_python
 import jitflow
 from jitflow.cache.disk import Cache
 
+#: fault runs (processes killed, disks full, folders read-only, races): `make test-faults`, not `make test`
+pytestmark = pytest.mark.slow
+
 SOAK = bool(os.environ.get("JITFLOW_SOAK"))
 REPS = int(os.environ.get("JITFLOW_FAULT_REPS", "100" if SOAK else "8"))
 RACERS = 16 if SOAK else 8          # processes racing in one test

@@ -121,6 +121,7 @@ def _slow_c(functions: int = 24, statements: int = 2000) -> str:
     return "".join(out)
 
 
+@pytest.mark.slow
 def test_a_candidate_past_its_timeout_in_a_batch_fails_alone(cache_dir, monkeypatch, shared_processes):
     _changed_for_one(monkeypatch, "5.5525", _slow_c())        # axpb(555.25)
     monkeypatch.setattr(host_compile, "BATCH_MAX_BYTES", 1 << 30)     # let it in: it is large
@@ -139,6 +140,7 @@ def test_a_candidate_past_its_timeout_in_a_batch_fails_alone(cache_dir, monkeypa
         np.testing.assert_allclose(out.numpy(), v + 1)
 
 
+@pytest.mark.slow
 def test_the_shared_process_is_killed_at_a_requests_deadline_and_the_rest_go_on(tmp_path, zig_cache, monkeypatch,
                                                                                shared_processes):
     """The shared process itself: the file past its deadline there is killed with it, reported as timed

@@ -16,6 +16,9 @@ from jitflow.errors import BuildTimeoutError, InvalidInputError
 from jitflow.farm import request, worker
 from jitflow.toolchain import zig
 
+#: builds that run into their time limit: `make test-faults`, not `make test`
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def stuck_compiler(monkeypatch, tmp_path):
