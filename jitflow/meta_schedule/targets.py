@@ -16,13 +16,14 @@ from typing import Any
 from ..errors import TargetError
 from ..logs import warn_once
 from ..targets import cpu_level, hosts
+from ..targets.spec import plain
 
 log = logging.getLogger("jitflow")
 
 
 def compile_arguments(target: Any) -> dict[str, Any]:
     """jitflow.compile's target, host and cpu_level for a tvm.target.Target MetaSchedule tunes for."""
-    config = _plain(target.export())
+    config = plain(target.export())
     kind = config.get("kind")
     if kind in ("llvm", "c"):
         host = hosts.from_tvm({"kind": "llvm", "mtriple": config["mtriple"]}) if config.get("mtriple") else None
@@ -47,11 +48,3 @@ def _level(mcpu: Any) -> str | None:
         return None
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "__iter__"):
-        return [_plain(v) for v in value]
-    return str(value)

@@ -93,7 +93,7 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
         config["kind"] = _known_kind(config.get("kind"), config.get("kind"))
         return config, "arch" in config
     if type(target).__name__ == "Target" and hasattr(target, "export"):
-        config = _plain(target.export())
+        config = plain(target.export())
         config.pop("host", None)
         config["kind"] = _known_kind(config.get("kind"), config.get("kind"))
         return config, "arch" in config
@@ -117,14 +117,14 @@ def _parse_tvm_target(text: str):
         raise TargetError(f"TVM cannot parse target {text!r}: {exc}") from None
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """TVM containers -> JSON-ready Python values."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if hasattr(value, "__iter__"):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return str(value)
 
 
@@ -142,7 +142,7 @@ def _named_host(target: Any) -> str | None:
     else:
         return None
     if type(host).__name__ == "Target" and hasattr(host, "export"):
-        host = _plain(host.export())
+        host = plain(host.export())
     return hosts.from_tvm(host)
 
 
@@ -187,7 +187,7 @@ def _canonical_config(config: dict[str, Any]) -> dict[str, Any]:
     import tvm_ffi
 
     try:
-        full = _plain(tvm.target.Target(tvm_ffi.Map(config)).export())
+        full = plain(tvm.target.Target(tvm_ffi.Map(config)).export())
     except Exception as exc:
         raise TargetError(f"TVM rejects the target {config}: {exc}") from None
     full.pop("host", None)

@@ -162,12 +162,17 @@ def outline_module(mod: Any, every_function: bool) -> tuple[Any, frozenset[str]]
             restrict.add(callee.name_hint)
     if not updates:
         return mod, frozenset()
+    return with_functions(mod, updates, added), frozenset(restrict)
+
+
+def with_functions(mod: Any, updates: dict, added: dict) -> Any:
+    """A copy of `mod` with the functions of `updates` replaced and those of `added` added."""
     out = mod.clone()
     for gvar, func in updates.items():
         out.update_func(gvar, func)
     for gvar, func in added.items():
         out[gvar] = func
-    return out, frozenset(restrict)
+    return out
 
 
 def _replace(body: Any, old: Any, new: Any) -> Any:

@@ -32,7 +32,7 @@ from ...formats.compute_functions import entry_of
 from ...formats.parallel_functions import BODY, LAUNCH, LEADING, launch_name
 from .lanes import dtype_of
 from .legalize import function_name
-from .outline import outlined, promises_no_aliasing
+from .outline import outlined, promises_no_aliasing, with_functions
 from .parallel_c import BARRIER_HELPER, CHUNK_BEGIN, CHUNK_END, CHUNK_TYPES
 
 LAUNCH_POINT = "pragma_parallel_launch_point"
@@ -251,9 +251,4 @@ def parallelize_module(mod: Any, restrict: AbstractSet[str]) -> tuple[Any, froze
                 restricted.add(body_name)
     if not updates:
         return mod, frozenset()
-    out = mod.clone()
-    for gvar, func in updates.items():
-        out.update_func(gvar, func)
-    for gvar, func in added.items():
-        out[gvar] = func
-    return out, frozenset(restricted)
+    return with_functions(mod, updates, added), frozenset(restricted)
