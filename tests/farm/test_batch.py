@@ -99,11 +99,7 @@ def test_a_candidate_that_fails_in_a_batch_fails_alone_with_its_own_error(cache_
     assert [r.ok for r in results] == [True, False, True, True]
     assert results[1].error_type == "HostCodeError" and "the second item is broken" in results[1].error
     assert not exes[1].cached()
-    # how the four meet at the compiler depends on the machine's speed; what holds: some were shared, and
-    # the broken one was in one shared process at most (then alone), never handed to another
-    assert shared_processes
-    broken = [run for run in shared_processes if any("7.7725" in p.read_text() for p in run if p.exists())]
-    assert len(broken) <= 1
+    assert [len(run) for run in shared_processes] == [4, 2]     # the two after it went on in a new process
     for v, exe in zip((11.0, 13.0, 14.0), [exes[0], *exes[2:]]):
         out = tvm.runtime.tensor(np.zeros(64, "float32"))
         exe["main"](tvm.runtime.tensor(np.ones(64, "float32")), out)
