@@ -9,7 +9,7 @@ bool masks, other math calls on vectors, float `%`.
   powers of two): each piece's value is computed into a vector variable first, then stored, so a
   store that reads the buffer it writes keeps its vector meaning. LLVM cuts such vectors into the
   CPU's registers the same way. A buffer whose elements are such vectors (a vectorized
-  accumulator) becomes a buffer of their scalars, read and written with ramps.
+  accumulator) becomes a buffer of their scalars, read and written with ramps (vector_buffers.py).
 - A statement holding anything else C cannot express (or a piece that does) is rewritten lane by
   lane the same way, into scalars. clang's vectorizer is free to put the lanes back together.
 """
@@ -109,7 +109,7 @@ class LaneSplitter:
             return expr
         out = mutate(expr, [(shuffle, on_shuffle)])
         if self.needs_split(out):
-            raise CannotSplit(f"a scalar expression that reduces a vector ({_short(expr)})")
+            raise CannotSplit(f"a scalar expression that reduces a vector ({short(expr)})")
         return out
 
     def lane(self, expr: Any, n: int) -> Any:
@@ -129,7 +129,7 @@ class LaneSplitter:
             return self.scalar(expr.value)
         if isinstance(expr, tvm.ir.expr.TensorLoad):
             if any(lanes_of(i) != lanes_of(expr) for i in expr.indices[-1:]):
-                raise CannotSplit(f"a vector load whose index has another lane count ({_short(expr)})")
+                raise CannotSplit(f"a vector load whose index has another lane count ({short(expr)})")
             return tirx.BufferLoad(expr.source, [self.lane(i, n) for i in expr.indices])
         if isinstance(expr, self.binary):
             return type(expr)(self.lane(expr.a, n), self.lane(expr.b, n))
@@ -149,7 +149,7 @@ class LaneSplitter:
                 return self.split[expr.__chandle__()][n]
             if has_c_type(dtype_of(expr)):
                 return prim.Shuffle([expr], [prim.IntImm("int32", n)])
-        raise CannotSplit(f"{type(expr).__name__} of type {dtype_of(expr)} ({_short(expr)})")
+        raise CannotSplit(f"{type(expr).__name__} of type {dtype_of(expr)} ({short(expr)})")
 
     def _from_shuffle(self, expr: Any, n: int) -> Any:
         index = int(expr.indices[n].value)
@@ -158,7 +158,7 @@ class LaneSplitter:
             if index < count:
                 return self.lane(vector, index) if count > 1 else self.scalar(vector)
             index -= count
-        raise CannotSplit(f"a shuffle index out of range ({_short(expr)})")
+        raise CannotSplit(f"a shuffle index out of range ({short(expr)})")
 
     def _call_lane(self, expr: Any, n: int) -> Any:
         tvm = self.tvm
@@ -167,7 +167,7 @@ class LaneSplitter:
         for arg in expr.args:
             count = lanes_of(arg)
             if count not in (1, lanes):
-                raise CannotSplit(f"the intrinsic {expr.op.name} changing the lane count ({_short(expr)})")
+                raise CannotSplit(f"the intrinsic {expr.op.name} changing the lane count ({short(expr)})")
             args.append(self.lane(arg, n) if count > 1 else self.scalar(arg) if dtype_of(arg) else arg)
         ret = tvm.ir.PrimType(str(dtype_of(expr).with_lanes(1)))
         return tvm.ir.Call(expr.op, args, expr.attrs, expr.ty_args, expr.span, ret_ty=ret)
@@ -368,74 +368,7 @@ def mutate(root: Any, handlers: list[tuple[Any, Any]]) -> Any:
         raise
 
 
-def _short(expr: Any) -> str:
+def short(expr: Any) -> str:
+    """An expression's text on one line, at most 120 characters (for error messages)."""
     text = " ".join(str(expr).split())
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-def flatten_vector_buffers(body: Any) -> Any:
-    """`body` with every buffer of vector elements C has no type for (more than 16 lanes, or 3) made a
-    buffer of their scalars: `acc[i]` of float32x32 becomes `acc[i*32 : i*32 + 32]` of float32."""
-    import tvm
-    import tvm_ffi
-
-    prim = tvm.ir.prim.expr
-    found: dict[int, tuple[Any, int]] = {}    # old buffer (a variable, by handle) -> (new buffer, lanes)
-
-    def scan(stmt: Any) -> None:
-        buffer = stmt.buffer
-        dtype = buffer.dtype
-        if dtype.lanes > 1 and not has_c_type(dtype) and not dtype.is_bool:
-            scalar = str(dtype.with_lanes(1))
-            shape = [*buffer.shape[:-1], buffer.shape[-1] * dtype.lanes] if len(buffer.shape) else [dtype.lanes]
-            new = tvm.tirx.decl_buffer(shape, scalar, buffer.name, scope=buffer.scope())
-            found[buffer.__chandle__()] = (new, dtype.lanes)
-
-    def ramp(index: Any, lanes: int) -> Any:
-        if lanes_of(index) != 1:
-            raise CannotSplit(f"a vector index into a buffer of vectors ({_short(index)})")
-        dtype = dtype_of(index)
-        return prim.Ramp(prim.Mul(index, prim.IntImm(dtype, lanes)), prim.IntImm(dtype, 1), lanes)
-
-    def on_decl(stmt: Any, mutator: Any) -> Any:
-        hit = found.get(stmt.buffer.__chandle__())
-        if hit is None:
-            return mutator.default_mutate(stmt)
-        if isinstance(stmt, tvm.tirx.DeclBuffer):
-            data = getattr(stmt, "data", None)
-            if data is None:
-                return tvm.tirx.DeclBuffer(hit[0])
-            if not isinstance(data, tvm.ir.Call):
-                raise CannotSplit(f"a buffer of {stmt.buffer.dtype} over another's memory ({stmt.buffer.name})")
-            pointer = tvm.ir.PointerType(tvm.ir.PrimType(hit[0].dtype), hit[0].scope())   # the allocation, retyped
-            data = tvm.ir.Call(data.op, [mutator.mutate(a) for a in data.args], data.attrs, data.ty_args, data.span,
-                               ret_ty=pointer)
-            return tvm.tirx.DeclBuffer(hit[0], data=data)
-        return tvm.tirx.AllocBuffer(hit[0], annotations=stmt.annotations)
-
-    def indices(node: Any, mutator: Any, lanes: int) -> list[Any]:
-        found_indices = [mutator.mutate(i) for i in node.indices]
-        return [*found_indices[:-1], ramp(found_indices[-1], lanes)]
-
-    def on_load(node: Any, mutator: Any) -> Any:
-        hit = found.get(node.source.__chandle__())
-        if hit is None:
-            return mutator.default_mutate(node)
-        return tvm.tirx.BufferLoad(hit[0], indices(node, mutator, hit[1]))
-
-    def on_store(stmt: Any, mutator: Any) -> Any:
-        hit = found.get(stmt.buffer.__chandle__())
-        if hit is None:
-            return mutator.default_mutate(stmt)
-        return tvm.tirx.BufferStore(hit[0], mutator.mutate(stmt.value), indices(stmt, mutator, hit[1]))
-
-    def on_var(node: Any, _mutator: Any) -> Any:
-        hit = found.get(node.__chandle__())
-        return hit[0] if hit is not None else node
-
-    decls = (tvm.tirx.DeclBuffer, tvm.tirx.AllocBuffer)
-    tvm_ffi.structural_walk(body, [(decls, scan)], order="pre")
-    if not found:
-        return body
-    return mutate(body, [(decls, on_decl), (tvm.ir.expr.TensorLoad, on_load), (tvm.tirx.BufferStore, on_store),
-                         (tvm.ir.expr.Var, on_var)])
