@@ -18,26 +18,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .prelude import CONVERT_PREFIX, VLOAD_PREFIX, has_c_type
+from .vector_ir import CannotSplit, dtype_of, lanes_of, mutate, short
 
 #: ops whose vector form the C printer writes with C operators that work on prelude vectors.
 _VECTOR_OPS = {"tirx.bitwise_and", "tirx.bitwise_or", "tirx.bitwise_xor", "tirx.bitwise_not",
                "tirx.shift_left", "tirx.shift_right", "tirx.reinterpret"}
 _EXTERN_OPS = {"tirx.call_extern", "tirx.call_pure_extern"}
-
-
-class CannotSplit(Exception):
-    """A construct that can be neither printed as a C vector nor split into lanes."""
-
-
-def dtype_of(expr: Any):
-    """The dtype of a primitive expression, or None for handles, strings and the like."""
-    ty = getattr(expr, "ty", None)
-    return getattr(ty, "dtype", None) if ty is not None and type(ty).__name__ == "PrimType" else None
-
-
-def lanes_of(expr: Any) -> int:
-    dtype = dtype_of(expr)
-    return dtype.lanes if dtype is not None else 1
 
 
 class LaneSplitter:
@@ -339,36 +325,3 @@ def pieces(lanes: int) -> list[tuple[int, int]]:
             out.append((start, width))
             start += width
     return out
-
-
-def mutate(root: Any, handlers: list[tuple[Any, Any]]) -> Any:
-    """tvm_ffi.structural_mutate, with a CannotSplit from a callback raised as itself.
-
-    An exception crossing the FFI boundary comes back as a RuntimeError; the first CannotSplit
-    raised by a callback is kept and raised instead.
-    """
-    import tvm_ffi
-
-    failures: list[CannotSplit] = []
-
-    def guarded(callback: Any) -> Any:
-        def run(node: Any, mutator: Any) -> Any:
-            try:
-                return callback(node, mutator)
-            except CannotSplit as exc:
-                failures.append(exc)
-                raise
-        return run
-
-    try:
-        return tvm_ffi.structural_mutate(root, [(kind, guarded(cb)) for kind, cb in handlers])
-    except Exception:
-        if failures:
-            raise failures[0] from None
-        raise
-
-
-def short(expr: Any) -> str:
-    """An expression's text on one line, at most 120 characters (for error messages)."""
-    text = " ".join(str(expr).split())
-    return text if len(text) <= 120 else text[:117] + "..."

@@ -24,11 +24,12 @@ import struct
 from typing import Any
 
 from ...errors import HostCodeError
-from .lanes import CannotSplit, LaneSplitter, dtype_of, lanes_of, mutate
+from .lanes import LaneSplitter
 from .mathlib import PUBLIC as _MATHLIB
 from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type, vector_load
 from .source import tir_name
 from .vector_buffers import flatten_vector_buffers
+from .vector_ir import CannotSplit, dtype_of, lanes_of, mutate
 
 #: TVM op -> C math function (double form; float adds 'f'); float16 computes in float.
 _MATH = {"tirx.exp": "exp", "tirx.exp2": "exp2", "tirx.exp10": "jitflow_exp10", "tirx.log": "log",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .lanes import CannotSplit, dtype_of, lanes_of, mutate, short
 from .prelude import has_c_type
+from .vector_ir import CannotSplit, dtype_of, lanes_of, mutate, short
 
 
 def flatten_vector_buffers(body: Any) -> Any:
