@@ -3,7 +3,7 @@
 The prelude gives C vectors of 2 to 16 ints or floats (3 excepted), with element-wise arithmetic,
 and mathlib.py's float math on them. TVM also emits vectors C has no type or operator for: more
 than 16 lanes (MetaSchedule's 32- and 64-lane candidates, a vectorized bfloat16 loop), 3 lanes,
-bool masks, other math calls on vectors, float `%`.
+bool masks, other math calls on vectors, float `%`, vector Lets (TVM's floordiv and floormod of ints).
 
 - A statement of more than 16 lanes is cut into pieces of 16 (the last one of what is left, in
   powers of two): each piece's value is computed into a vector variable first, then stored, so a
@@ -43,6 +43,7 @@ class LaneSplitter:
         self.split: dict[int, list[Any]] = {}   # a vector variable (by handle) -> its lanes as scalars
         self.pieces: dict[int, list[tuple[int, Any]]] = {}   # a wide vector variable -> its pieces
         self.vector_math = vector_math
+        self.origins: dict[int, Any] = {}   # a variable this pass made (by handle) -> the construct it holds
 
     # -- which statements need splitting ---------------------------------------------------------
 
@@ -128,6 +129,8 @@ class LaneSplitter:
             return prim.Cast(str(dtype_of(expr).with_lanes(1)), self.lane(expr.value, n))
         if isinstance(expr, prim.Shuffle):
             return self._from_shuffle(expr, n)
+        if isinstance(expr, prim.Let):
+            return self._let_lane(expr, n)
         if isinstance(expr, tvm.ir.Call):
             return self._call_lane(expr, n)
         if isinstance(expr, tvm.ir.expr.Var):
@@ -145,6 +148,39 @@ class LaneSplitter:
                 return self.lane(vector, index) if count > 1 else self.scalar(vector)
             index -= count
         raise CannotSplit(f"a shuffle index out of range ({short(expr)})")
+
+    def _let_lane(self, expr: Any, n: int) -> Any:
+        """Lane n of a vector Let (TVM's floordiv and floormod of ints): the value's lane n bound to a
+        scalar of its own, which lane n of the body reads."""
+        prim = self.tvm.ir.prim.expr
+        key = expr.var.__chandle__()
+        var = self.made(f"{expr.var.name}_lane{n}", dtype_of(expr.var).with_lanes(1), expr)
+        value = self.lane(expr.value, n) if lanes_of(expr.value) > 1 else self.scalar(expr.value)
+        outer = self.split.get(key)
+        self.split[key] = [var] * lanes_of(expr.var)     # only lane n is read below
+        try:
+            body = self.lane(expr.body, n)
+        finally:
+            if outer is None:
+                del self.split[key]
+            else:
+                self.split[key] = outer
+        return prim.Let(var, value, body)
+
+    def made(self, name: str, dtype: Any, origin: Any) -> Any:
+        """A new variable of this pass, remembered with the construct it stands for (unbound(): which
+        of them a rewritten body leaves without a binding)."""
+        var = self.tvm.ir.expr.Var(name, str(dtype))
+        self.origins[var.__chandle__()] = origin
+        return var
+
+    def unbound(self, body: Any, params: Any) -> list[tuple[Any, Any]]:
+        """(variable, the construct it stands for) of each variable of this pass that `body` reads
+        without binding it: a rewrite that lost a binding, named before TVM's printer fails on it."""
+        if not self.origins:
+            return []
+        found = self.tvm.tirx.analysis.undefined_vars(body, list(params))
+        return [(v, self.origins[v.__chandle__()]) for v in found if v.__chandle__() in self.origins]
 
     def _call_lane(self, expr: Any, n: int) -> Any:
         tvm = self.tvm
@@ -203,14 +239,14 @@ class LaneSplitter:
         lanes = [self.lane(expr, start + n) for n in range(width)]     # a shuffle, or pieces that do not line up
         return prim.Shuffle(lanes, [prim.IntImm("int32", n) for n in range(width)])
 
-    def _piece_temps(self, name: str, dtype: Any, lanes: int) -> list[tuple[int, Any]]:
-        return [(start, self.tvm.ir.expr.Var(f"{name}_piece{start}", str(dtype.with_lanes(width))))
+    def _piece_temps(self, name: str, dtype: Any, lanes: int, origin: Any) -> list[tuple[int, Any]]:
+        return [(start, self.made(f"{name}_piece{start}", dtype.with_lanes(width), origin))
                 for start, width in pieces(lanes)]
 
     def store_pieces(self, stmt: Any) -> Any:
         """A store of more than 16 lanes as pieces: each piece's value bound first, then stored."""
         tirx = self.tvm.tirx
-        temps = self._piece_temps(stmt.buffer.name, dtype_of(stmt.value), lanes_of(stmt.value))
+        temps = self._piece_temps(stmt.buffer.name, dtype_of(stmt.value), lanes_of(stmt.value), stmt)
         binds = [tirx.Bind(t, self.piece(stmt.value, start, lanes_of(t))) for start, t in temps]
         stores = [tirx.BufferStore(stmt.buffer, t, [*map(self.scalar, stmt.indices[:-1]),
                                                     self.piece(stmt.indices[-1], start, lanes_of(t))])
@@ -219,7 +255,7 @@ class LaneSplitter:
 
     def bind_pieces(self, stmt: Any) -> Any:
         """A variable of more than 16 lanes bound as pieces (its later uses read those)."""
-        temps = self._piece_temps(stmt.var.name, dtype_of(stmt.var), lanes_of(stmt.var))
+        temps = self._piece_temps(stmt.var.name, dtype_of(stmt.var), lanes_of(stmt.var), stmt)
         self.pieces[stmt.var.__chandle__()] = temps
         self.split[stmt.var.__chandle__()] = [v for start, v in temps for v in self._lanes_of_var(v)]
         return self.tvm.tirx.SeqStmt([self.tvm.tirx.Bind(t, self.piece(stmt.value, start, lanes_of(t)))
@@ -238,9 +274,8 @@ class LaneSplitter:
 
     # -- statements ------------------------------------------------------------------------------
 
-    def _temps(self, name: str, dtype: Any, lanes: int) -> list[Any]:
-        scalar = str(dtype.with_lanes(1))
-        return [self.tvm.ir.expr.Var(f"{name}_lane{n}", scalar) for n in range(lanes)]
+    def _temps(self, name: str, dtype: Any, lanes: int, origin: Any) -> list[Any]:
+        return [self.made(f"{name}_lane{n}", dtype.with_lanes(1), origin) for n in range(lanes)]
 
     def store(self, stmt: Any) -> Any:
         """A vector store as lane values bound to scalars first, then one scalar store per lane."""
@@ -248,7 +283,7 @@ class LaneSplitter:
         lanes = lanes_of(stmt.value)
         if lanes == 1:
             return tirx.BufferStore(stmt.buffer, self.scalar(stmt.value), [self.scalar(i) for i in stmt.indices])
-        temps = self._temps(stmt.buffer.name, dtype_of(stmt.value), lanes)
+        temps = self._temps(stmt.buffer.name, dtype_of(stmt.value), lanes, stmt)
         binds = [tirx.Bind(t, self.lane(stmt.value, n)) for n, t in enumerate(temps)]
         stores = [tirx.BufferStore(stmt.buffer, t, [self.lane(i, n) if lanes_of(i) > 1 else self.scalar(i)
                                                     for i in stmt.indices])
@@ -261,7 +296,7 @@ class LaneSplitter:
         lanes = lanes_of(stmt.var)
         if lanes == 1:
             return tirx.Bind(stmt.var, self.scalar(stmt.value))
-        temps = self._temps(stmt.var.name, dtype_of(stmt.var), lanes)
+        temps = self._temps(stmt.var.name, dtype_of(stmt.var), lanes, stmt)
         binds = [tirx.Bind(t, self.lane(stmt.value, n)) for n, t in enumerate(temps)]
         self.split[stmt.var.__chandle__()] = temps
         return tirx.SeqStmt(binds)
@@ -278,7 +313,7 @@ class LaneSplitter:
         if not self.needs_split(stmt.value):
             return stmt
         out = self.bind(stmt)
-        chunk = self.split.pop(stmt.var.__chandle__())
+        chunk = self.split[stmt.var.__chandle__()]   # kept: a piece's own store reads its scalars too
         for key, temps in self.pieces.items():       # the wide variable's lanes read the scalars
             if any(v.same_as(stmt.var) for _, v in temps):
                 lanes = self.split[key]

@@ -29,7 +29,7 @@ from .mathlib import PUBLIC as _MATHLIB
 from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type, vector_load
 from .source import tir_name
 from .vector_buffers import flatten_vector_buffers
-from .vector_ir import CannotSplit, dtype_of, lanes_of, mutate
+from .vector_ir import CannotSplit, dtype_of, lanes_of, mutate, short
 
 #: TVM op -> C math function (double form; float adds 'f'); float16 computes in float.
 _MATH = {"tirx.exp": "exp", "tirx.exp2": "exp2", "tirx.exp10": "jitflow_exp10", "tirx.log": "log",
@@ -230,6 +230,18 @@ def _flat(stmt: Any, seq_type: type) -> list[Any]:
     return [s for child in stmt.seq for s in _flat(child, seq_type)] if isinstance(stmt, seq_type) else [stmt]
 
 
+def _statement(node: Any) -> str:
+    """What a split statement (or expression) is, in a line: TVMScript prints a statement after the
+    declarations of what it uses."""
+    import tvm
+
+    if isinstance(node, tvm.tirx.BufferStore):
+        return f"the store of {dtype_of(node.value)} into {node.buffer.name}[{short(node.indices[-1])}]"
+    if isinstance(node, tvm.tirx.Bind):
+        return f"the binding of {node.var.name} to {dtype_of(node.value)} ({short(node.value)})"
+    return f"the {type(node).__name__} {short(node)}"
+
+
 def function_name(gvar: Any, func: Any) -> str:
     """The name a TIR function has in the library (its global symbol), else its name in the module."""
     symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
@@ -288,6 +300,11 @@ def legalize_module(mod: Any) -> Any:
         except CannotSplit as exc:
             raise HostCodeError(f"{exc} (no C vector type or operator for it)",
                                 [function_name(gvar, func)]) from None
+        lost = splitter.unbound(body, func.params)
+        if lost:
+            var, origin = lost[0]
+            raise HostCodeError(f"{_statement(origin)} (split into C vectors and lanes, its part {var.name} was "
+                                "left unbound)", [function_name(gvar, func)])
         if not body.same_as(func.body):
             updates[gvar] = func.with_body(body)
     if not updates:
