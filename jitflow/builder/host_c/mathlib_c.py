@@ -118,11 +118,22 @@ static inline $D jitflow_katan@($D a) {{
   r = b > 0x1.a827999fcef32p-2 ? 0x1.921fb54442d18p-1 + r : r;
   return a > 1.0 ? 0x1.921fb54442d18p0 - r : r;
 }}"""),
+    # a double result of pow (>= 0, or nan) rounded to float with exact ties to even: within `tol`
+    # (relative, above the approximation's error) of a number of 25 significant bits (Veltkamp's
+    # split) it is taken as that number, so a result exactly halfway between two floats (2^-150,
+    # 9 * 2^-150, 4097^2), which the double misses in its last bits, rounds to the even one
+    "kround": Function("""
+static inline $F jitflow_kround@($D r, double tol) {
+  $D c = r * 0x1.0000001p28;
+  $D near = c - (c - r);
+  return jitflow_d2f@(__builtin_elementwise_abs(r - near) <= r * tol ? near : r);
+}"""),
     "expf": Function("""
 static inline $F jitflow_expf@($F x) { return jitflow_d2f@(jitflow_kexp@(jitflow_f2d@(x))); }""", ("kexp",)),
     "exp2f": Function("""
 static inline $F jitflow_exp2f@($F x) {
-  return jitflow_d2f@(jitflow_kexp@(jitflow_f2d@(x) * 0x1.62e42fefa39efp-1));
+  $F r = jitflow_d2f@(jitflow_kexp@(jitflow_f2d@(x) * 0x1.62e42fefa39efp-1));
+  return x == -150.0f ? ($F)0.0f : r;   /* its one exact tie: 2^-150, halfway from 0 to 2^-149, to even */
 }""", ("kexp",)),
     "exp10f": Function("""
 static inline $F jitflow_exp10f@($F x) {
@@ -176,14 +187,15 @@ static inline $F jitflow_erff@($F x) {{
 }}""", ("kexp",)),
     "powf": Function(f"""
 static inline $F jitflow_powf@($F x, $F y) {{
-  $F r = jitflow_d2f@(jitflow_kexp@(jitflow_f2d@(y) * jitflow_klogx@(jitflow_f2d@(__builtin_elementwise_abs(x)))));
+  $D e = jitflow_kexp@(jitflow_f2d@(y) * jitflow_klogx@(jitflow_f2d@(__builtin_elementwise_abs(x))));
+  $F r = jitflow_kround@(e, 0x1.6a09e667f3bcdp-39);   /* 2^-38.5: twice its largest error at a tie */
   $F ay = __builtin_elementwise_abs(y), yt = jitflow_truncf@(y);
   $I odd = (yt == y) & (ay < 0x1p24f) & ((jitflow_f2i@(ay < 0x1p24f ? yt : ($F)0.0f) & 1) != 0);
   $F sign = (odd & (__builtin_elementwise_copysign(($F)1.0f, x) < 0.0f)) != 0 ? ($F)-1.0f : ($F)1.0f;
   sign = ((x < 0.0f) & (x > -{_INF}) & (yt != y)) != 0 ? ($F){_NAN} : sign;
   r = r * sign;
   return ((y == 0.0f) | (x == 1.0f) | ((x == -1.0f) & (ay == {_INF}))) != 0 ? ($F)1.0f : r;
-}}""", ("kexp", "klogx", "truncf")),
+}}""", ("kexp", "klogx", "kround", "truncf")),
     "atanf": Function("""
 static inline $F jitflow_atanf@($F x) {
   $D d = jitflow_f2d@(x);
