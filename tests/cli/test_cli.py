@@ -11,7 +11,7 @@ import re
 import time
 
 import pytest
-from cli_run import build_entries, cache_env, copy_cache, entry_folder, jf, no_traceback
+from cli_run import build_entries, cache_env, copy_cache, entry_folder, jf, jf_process, no_traceback
 from conftest import ROOT
 from redis_server import RedisServer, redis_missing, required_in_ci
 
@@ -48,7 +48,7 @@ def _age(cache, key, seconds_ago):
 
 
 def test_version():
-    out = jf("--version")
+    out = jf_process("--version")
     assert out.returncode == 0 and re.fullmatch(r"jitflow \d+\.\d+\.\d+\S*\n", out.stdout)
 
 
@@ -73,7 +73,7 @@ def test_cache_ls_shows_hosts_aligned_in_binary_units(built):
 
 def test_cache_ls_json(built):
     env, cache, (x86, arm) = built
-    d = json.loads(jf("cache", "ls", "--json", env=env).stdout)
+    d = json.loads(jf_process("cache", "ls", "--json", env=env).stdout)
     assert d["schema"] == "jitflow.cache-ls/1" and d["location"] == str(cache)
     by_key = {e["key"]: e for e in d["entries"]}
     assert set(by_key) == {x86, arm}
@@ -166,7 +166,7 @@ def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
     env, cache, (x86, arm) = scratch
     _age(cache, x86, 5 * 86400)
     entry_folder(cache, arm).touch()   # just published: within the grace period
-    out = jf("cache", "prune", "--max-size", "0", env=env)
+    out = jf_process("cache", "prune", "--max-size", "0", env=env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("removed 1 entry (")
@@ -183,7 +183,7 @@ def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
 
 def test_clear_asks_unless_yes(scratch):
     env, cache, _ = scratch
-    refused = jf("cache", "clear", env=env)   # no terminal, no --yes
+    refused = jf_process("cache", "clear", env=env)   # no terminal, no --yes
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert "entries:   2 (" in jf("cache", "info", env=env).stdout
     cleared = jf("cache", "clear", "--yes", "--cache-dir", str(cache))
@@ -196,11 +196,12 @@ def test_doctor_passes_here_and_fails_without_the_tvm_compiler(built):
     ok = jf("doctor", "--cpu", env=env)
     assert ok.returncode == 0, ok.stdout
     assert "[ok] zig:" in ok.stdout and "[ok] cache directory" in ok.stdout
-    broken = jf("doctor", "--cpu", env=dict(env, TVM_USE_RUNTIME_LIB="1"))
+    # a TVM without its compiler is chosen when TVM is imported: a process of its own
+    broken = jf_process("doctor", "--cpu", env=dict(env, TVM_USE_RUNTIME_LIB="1"))
     assert broken.returncode == 1
     assert "[!!] TVM compiler" in broken.stdout and "fix:" in broken.stdout
     assert broken.stdout.splitlines()[-1] == "1 required check failed"
-    d = json.loads(jf("doctor", "--cpu", "--json", env=dict(env, TVM_USE_RUNTIME_LIB="1")).stdout)
+    d = json.loads(jf_process("doctor", "--cpu", "--json", env=dict(env, TVM_USE_RUNTIME_LIB="1")).stdout)
     assert d["schema"] == "jitflow.doctor/1" and not d["ok"] and d["failed"] == 1
     (tvm_compiler,) = [c for c in d["checks"] if c["name"] == "TVM compiler"]
     assert tvm_compiler["ok"] is False and tvm_compiler["required"] and tvm_compiler["fix"]

@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from cli_run import cache_env, jf, no_traceback
+from cli_run import cache_env, jf, jf_process, no_traceback
 from conftest import ROOT, _gpu_present
 
 MODEL = '''
@@ -44,7 +44,7 @@ def setup(tmp_path_factory, zig_cache):
 
 def test_build_takes_the_build_options_of_inspect(setup, tmp_path):
     env, model = setup
-    plain = jf("build", f"{model}:chain", "--target", "c", "-o", str(tmp_path / "a.so"), env=env)
+    plain = jf_process("build", f"{model}:chain", "--target", "c", "-o", str(tmp_path / "a.so"), env=env)
     assert plain.returncode == 0, plain.stderr
     configured = jf("build", f"{model}:chain", "--target", "c", "--pass-config", "tirx.disable_storage_rewrite=true",
                     "-o", str(tmp_path / "b.so"), env=env)
@@ -146,7 +146,7 @@ def test_messages_speak_command_line(setup):
     assert out.returncode == 2 and "--arch applies to --target cuda only" in out.stderr and "arch=" not in out.stderr
     empty = jf("inspect", f"{model}:Module", "--arch", ",", env=env)
     assert empty.returncode == 2 and "--arch is empty" in empty.stderr
-    report = jf("inspect", f"{model}:Module", "--target", "c", env=env)
+    report = jf_process("inspect", f"{model}:Module", "--target", "c", env=env)
     assert report.returncode == 0, report.stderr
     assert "sources: --section host (" in report.stdout and "rep." not in report.stdout
 
@@ -187,7 +187,7 @@ def test_exit_codes_of_inspect_diff_follow_diff(setup):
 
 def test_exit_codes_for_usage_input_and_build_failures(setup):
     env, model = setup
-    usage = jf("inspect", "--no-such-option", env=env)
+    usage = jf_process("inspect", "--no-such-option", env=env)
     assert usage.returncode == 2 and "usage:" in usage.stderr
     nothing = jf("inspect", "nothing-here", env=env)
     assert nothing.returncode == 2 and "expected FILE.py:NAME" in nothing.stderr
