@@ -14,8 +14,9 @@ IR just before it prints (after outline.py; the C glue is parallel_c.py's):
   chunk [t * c, (t + 1) * c) of the extent, c = ceil(extent / n), cut at the extent
   (`jitflow_chunk_begin_*` / `jitflow_chunk_end_*`); after a `pragma_parallel_stride_pattern`
   attribute it takes every n-th iteration from t instead (for the rest of the launch, as in LLVM).
-- `pragma_parallel_barrier_when_finish` calls TVMBackendParallelBarrier after its statement (through
-  `jitflow_barrier`: TIR has no type for the group env).
+- `pragma_parallel_barrier_when_finish` calls `jitflow_barrier` after its statement: every task
+  waits there for the others, and if a task has failed (and so never arrives) the waiting ones
+  return at once, so a failing assert before a barrier is an error, not a hang.
 - What LLVM's host refuses is a HostCodeError with its reason: a parallel loop inside another, one
   that does not start at 0 or steps by more than 1, a barrier inside a parallel loop or outside a
   launch, a stride pattern outside a launch, a launch point without a parallel loop.
@@ -146,8 +147,11 @@ class _Function:
                                "Tasks may do different work there, and TVM's LLVM host refuses it too: put it "
                                f"between the parallel loop and {LAUNCH_POINT}.")
             body = mutator.mutate(node.body)
-            barrier = tvm.tirx.call_extern("int32", BARRIER_HELPER, env.task_id, env.penv)
-            return tvm.tirx.SeqStmt([body, tvm.tirx.Evaluate(barrier)])
+            barrier = tvm.tirx.call_extern("int32", BARRIER_HELPER, env.num_task, env.penv)
+            failed = tvm.ir.prim.expr.NE(barrier, tvm.tirx.IntImm("int32", 0))
+            # a task failed: this one stops too (the launch returns the failed task's error)
+            return tvm.tirx.SeqStmt([body, tvm.tirx.IfThenElse(failed, tvm.tirx.Return(tvm.tirx.IntImm("int32", -1)),
+                                                               None)])
         return mutator.default_mutate(node)
 
     def _launch(self, stmt: Any) -> Any:
