@@ -9,7 +9,7 @@ k-th launch in `f` (in the order the host IR holds them) is named `f_k`, and tha
   uses, in the body's order); it returns the launch's error code;
 - `jitflow_lambda_f_k` and `struct jitflow_closure_f_k`: the FTVMParallelLambda that
   TVMBackendParallelLaunch calls and the values it passes to it (builder/host_c/parallel_c.py);
-- a body's loops call the chunk helpers below, its barriers `jitflow_barrier(task_id, penv)`.
+- a body's loops call the chunk helpers below, its barriers `jitflow_barrier(num_task, penv)`.
 
 Readers of the host C (the report) take the body as part of `f`, as they take its compute part.
 """

@@ -100,6 +100,21 @@ int TVMBackendParallelBarrier(int task_id, TVMParallelGroupEnv* penv) {
   return 0;
 }
 
+/* the per-thread slots of TVM FFI's stream table, which the library's launches mark their tasks in */
+static __thread void* streams[16][2];
+
+int TVMFFIEnvSetStream(int32_t device_type, int32_t device_id, void* stream, void** out_original) {
+  if (device_type < 0 || device_type >= 16 || device_id < 0 || device_id >= 2) return -1;
+  if (out_original != NULL) *out_original = streams[device_type][device_id];
+  streams[device_type][device_id] = stream;
+  return 0;
+}
+
+void* TVMFFIEnvGetStream(int32_t device_type, int32_t device_id) {
+  if (device_type < 0 || device_type >= 16 || device_id < 0 || device_id >= 2) return NULL;
+  return streams[device_type][device_id];
+}
+
 /* errors are the message in last_error: there are no error objects to move between threads */
 void TVMFFIErrorMoveFromRaised(TVMFFIObjectHandle* result) { *result = NULL; }
 void TVMFFIErrorSetRaised(TVMFFIObjectHandle error) { (void)error; }

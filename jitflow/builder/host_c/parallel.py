@@ -13,9 +13,11 @@ IR just before it prints (after outline.py; the C glue is parallel_c.py's):
 - Inside a launch, a parallel loop runs its task's share of the iterations: task t of n takes the
   chunk [t * c, (t + 1) * c) of the extent, c = ceil(extent / n), cut at the extent
   (`jitflow_chunk_begin_*` / `jitflow_chunk_end_*`); after a `pragma_parallel_stride_pattern`
-  attribute it takes every n-th iteration from t instead (for the rest of the launch, as in LLVM).
-- `pragma_parallel_barrier_when_finish` calls TVMBackendParallelBarrier after its statement (through
-  `jitflow_barrier`: TIR has no type for the group env).
+  attribute it takes every n-th iteration from t instead (for the rest of the launch, as in LLVM),
+  counted in int64 where the loop is narrower, so its last step cannot overflow.
+- `pragma_parallel_barrier_when_finish` calls `jitflow_barrier` after its statement: every task
+  waits there for the others, and if a task has failed (and so never arrives) the waiting ones
+  return at once, so a failing assert before a barrier is an error, not a hang.
 - What LLVM's host refuses is a HostCodeError with its reason: a parallel loop inside another, one
   that does not start at 0 or steps by more than 1, a barrier inside a parallel loop or outside a
   launch, a stride pattern outside a launch, a launch point without a parallel loop.
@@ -146,8 +148,11 @@ class _Function:
                                "Tasks may do different work there, and TVM's LLVM host refuses it too: put it "
                                f"between the parallel loop and {LAUNCH_POINT}.")
             body = mutator.mutate(node.body)
-            barrier = tvm.tirx.call_extern("int32", BARRIER_HELPER, env.task_id, env.penv)
-            return tvm.tirx.SeqStmt([body, tvm.tirx.Evaluate(barrier)])
+            barrier = tvm.tirx.call_extern("int32", BARRIER_HELPER, env.num_task, env.penv)
+            failed = tvm.ir.prim.expr.NE(barrier, tvm.tirx.IntImm("int32", 0))
+            # a task failed: this one stops too (the launch returns the failed task's error)
+            return tvm.tirx.SeqStmt([body, tvm.tirx.IfThenElse(failed, tvm.tirx.Return(tvm.tirx.IntImm("int32", -1)),
+                                                               None)])
         return mutator.default_mutate(node)
 
     def _launch(self, stmt: Any) -> Any:
@@ -173,10 +178,10 @@ class _Function:
         """The loop over this task's iterations: its chunk, or every num_task-th from its id."""
         tvm = self.tvm
         tirx, prim = tvm.tirx, tvm.ir.prim.expr
+        if env.stride:
+            return self._stride(node, body, env)
         dtype = str(dtype_of(node.extent))
         task, tasks = (v if dtype == "int32" else prim.Cast(dtype, v) for v in (env.task_id, env.num_task))
-        if env.stride:
-            return tirx.For(node.loop_var, task, prim.Sub(node.extent, task), tirx.ForKind.SERIAL, body, step=tasks)
         helper = dtype if dtype in CHUNK_TYPES else "int64"
 
         def bound(prefix: str) -> Any:
@@ -186,6 +191,22 @@ class _Function:
 
         begin, end = bound(CHUNK_BEGIN), bound(CHUNK_END)
         return tirx.For(node.loop_var, begin, prim.Sub(end, begin), tirx.ForKind.SERIAL, body)
+
+    def _stride(self, node: Any, body: Any, env: _Env) -> Any:
+        """Every num_task-th iteration from the task's id. A loop narrower than int64 counts in int64
+        (its variable bound to the count, cast back), so the last step, past the extent, cannot
+        overflow as `i += num_task` in int32 would at its largest extents (an int64 loop that near
+        its largest extent would never end anyway)."""
+        tvm = self.tvm
+        tirx, prim = tvm.tirx, tvm.ir.prim.expr
+        dtype = str(dtype_of(node.extent))
+        task, tasks = (v if dtype == "int32" else prim.Cast(dtype, v) for v in (env.task_id, env.num_task))
+        if dtype in ("int64", "uint64"):
+            return tirx.For(node.loop_var, task, prim.Sub(node.extent, task), tirx.ForKind.SERIAL, body, step=tasks)
+        counter = tvm.ir.expr.Var(node.loop_var.name, "int64")
+        task, tasks, extent = (prim.Cast("int64", v) for v in (env.task_id, env.num_task, node.extent))
+        inner = tirx.SeqStmt([tirx.Bind(node.loop_var, prim.Cast(dtype, counter)), body])
+        return tirx.For(counter, task, prim.Sub(extent, task), tirx.ForKind.SERIAL, inner, step=tasks)
 
 
 def _is_zero(value: Any) -> bool:

@@ -4,26 +4,35 @@ For each body `jitflow_parallel_f_k` in the printed host C, written from the par
 for it (so the types are TVM's own), at the end of the prelude (source.py; a clang error there is
 jitflow's):
 
-- `struct jitflow_closure_f_k`: the values the body takes, and where a failing task leaves its error;
-- `jitflow_lambda_f_k`: the FTVMParallelLambda the pool calls once per task, which calls the body
-  with the task's id, the task count of its group env (`penv->num_task`), the env and the values;
+- `struct jitflow_closure_f_k`: the values the body takes, and the `struct jitflow_group` its tasks
+  share (the barrier's counts, whether a task failed, the first error);
+- `jitflow_lambda_f_k`: the FTVMParallelLambda the pool calls once per task, which marks its thread
+  as running a task and calls the body with the task's id, the task count of its group env
+  (`penv->num_task`), the group and the values;
 - `jitflow_launch_f_k`: what the host function calls in the loop's place; it fills the closure and
   calls TVMBackendParallelLaunch with 0 tasks (the pool's size: TVM_NUM_THREADS, else the cores
   TVM's runtime counts), then returns 0, or -1 with the error a task raised (the first one) raised
   again in the calling thread.
 
-A failed task's error is moved out of its thread (TVMFFIErrorMoveFromRaised) into the closure and the
+A failed task's error is moved out of its thread (TVMFFIErrorMoveFromRaised) into the group and the
 lambda returns 0, so the pool never handles a failure: TVM's runtime (0.27) counts a failed task done
 before it stores its error, so the launching thread may return before the error is there (losing
 it, as LLVM's builds sometimes do, or reading it while it is written, which can crash), and at one
 thread it drops the lambda's result. The caller gets the body's own error, at any thread count.
 
+TVM's pool does not nest: a launch from a worker throws a C++ error through these C frames (which
+have no unwind tables, so the process aborts), and one from the thread that runs task 0 reuses that
+thread's launcher while it is busy (the launch never ends). A thread that runs a task is therefore
+marked in a slot of TVM FFI's per-thread stream table (TASK_SLOT: per process, so every library
+sees it), and a launch from a marked thread runs its body there as the one task of its group,
+as TVM's runtime does at one thread.
+
 Plus the helpers the bodies call: the chunks (task t of n runs [t * c, (t + 1) * c) cut at the
-extent, c = ceil(extent / n), as LLVM's host computes it) and the barrier (TVMBackendParallelBarrier
-with the group env the body received as a `void*`). Everything here is static, so split.py copies
-it into every piece; the closures are types that a kernel's entry functions never name, so
-split.split_entries leaves them out of the entries' file, which stays the same for every module of
-a signature.
+extent, c = ceil(extent / n), as LLVM's host divides it, computed so that no extent of the loop's
+type overflows) and the barrier (jitflow's own, on the group: TVMBackendParallelBarrier waits for
+ever for a task that failed before it). Everything here is static, so split.py copies it into every
+piece; the closures are types that a kernel's entry functions never name, so split.split_entries
+leaves them out of the entries' file, which stays the same for every module of a signature.
 """
 from __future__ import annotations
 
@@ -34,31 +43,64 @@ from ...formats.parallel_functions import BODY, CHUNK_BEGIN, CHUNK_END, CLOSURE,
 
 #: loop types the chunk helpers take; parallel.py computes other integer loops' chunks in int64
 CHUNK_TYPES = ("int32", "int64")
+#: the slot of TVM FFI's per-thread stream table (device type, id) that marks a thread running a
+#: task of a launch: kDLExtDev, a device type no runtime gives streams
+TASK_SLOT = ("12", "0")
+_GROUP = "\n".join([
+    "struct jitflow_group {",
+    "  /* what the tasks of one launch share: the barrier's count of tasks arrived and of barriers",
+    "     passed, whether a task failed, and the first error raised */",
+    "  int32_t arrived;",
+    "  int32_t passed;",
+    "  int32_t failed;",
+    "  void* error;",
+    "};",
+    "extern int sched_yield(void);"])
 _BARRIER = "\n".join([
-    f"static inline int32_t {BARRIER_HELPER}(int32_t task_id, void* penv) {{",
-    "  return TVMBackendParallelBarrier(task_id, (TVMParallelGroupEnv*)penv);",
+    f"static int32_t {BARRIER_HELPER}(int32_t num_task, void* penv) {{",
+    "  /* every task waits for the others; once a task has failed (it arrives at no later barrier),",
+    "     the waiting tasks leave with -1 and their bodies return */",
+    "  struct jitflow_group* group = (struct jitflow_group*)penv;",
+    "  int32_t passed = __atomic_load_n(&group->passed, __ATOMIC_ACQUIRE);",
+    "  if (__atomic_add_fetch(&group->arrived, 1, __ATOMIC_ACQ_REL) == num_task) {",
+    "    __atomic_store_n(&group->arrived, 0, __ATOMIC_RELAXED);",
+    "    __atomic_store_n(&group->passed, passed + 1, __ATOMIC_RELEASE);",
+    "    return 0;",
+    "  }",
+    "  while (__atomic_load_n(&group->passed, __ATOMIC_ACQUIRE) == passed) {",
+    "    if (__atomic_load_n(&group->failed, __ATOMIC_ACQUIRE)) {",
+    "      return -1;",
+    "    }",
+    "    sched_yield();",
+    "  }",
+    "  return 0;",
     "}"])
 
 _PROTOTYPE = re.compile(rf"^TVM_DLL int32_t {BODY}(\w+)\((.*)\);$", re.MULTILINE)
-_FLAG, _ERROR = "jitflow_failed", "jitflow_error"
+_GROUP_FIELD = "jitflow_group"
 _HIDDEN = '__attribute__((visibility("hidden"), noinline)) '
 
 
-def _chunks(ctype: str) -> str:
-    return "\n".join([
-        f"static inline {ctype} {CHUNK_BEGIN}{ctype[:-2]}({ctype} extent, {ctype} task_id, {ctype} num_task) {{",
+def chunk_helpers(ctype: str) -> str:
+    """The chunk helpers of one loop type: `last` is the last task with iterations, so neither
+    `extent + num_task - 1` nor `(task_id + 1) * chunk` is computed where it would overflow."""
+    head = f"({ctype} extent, {ctype} task_id, {ctype} num_task) {{"
+    common = [
         # TVM's pool numbers its tasks from 0: told so, clang knows a loop over a constant extent
         # starts at 0 or above, and divides its indices as unsigned numbers (as LLVM's build does)
         "  __builtin_assume(task_id >= 0 && num_task > task_id);",
-        f"  {ctype} chunk = (extent + num_task - 1) / num_task;",
-        "  return task_id * chunk < extent ? task_id * chunk : extent;",
+        "  if (extent <= 0) {",
+        "    return 0;",
+        "  }",
+        f"  {ctype} chunk = extent / num_task + (extent % num_task != 0);",
+        f"  {ctype} last = (extent - 1) / chunk;"]
+    return "\n".join([
+        f"static inline {ctype} {CHUNK_BEGIN}{ctype[:-2]}{head}", *common,
+        "  return task_id <= last ? task_id * chunk : extent;",
         "}",
-        f"static inline {ctype} {CHUNK_END}{ctype[:-2]}({ctype} extent, {ctype} task_id, {ctype} num_task) {{",
-        "  __builtin_assume(task_id >= 0 && num_task > task_id);",
-        f"  {ctype} chunk = (extent + num_task - 1) / num_task;",
-        "  return (task_id + 1) * chunk < extent ? (task_id + 1) * chunk : extent;",
+        f"static inline {ctype} {CHUNK_END}{ctype[:-2]}{head}", *common,
+        "  return task_id < last ? (task_id + 1) * chunk : extent;",
         "}"])
-
 
 
 def _parameters(text: str) -> list[tuple[str, str]]:
@@ -70,27 +112,35 @@ def _parameters(text: str) -> list[tuple[str, str]]:
     return out
 
 
-_ERRORS = "\n".join([
-    "static inline void jitflow_task_failed(void** error, int32_t* failed) {",
+_RUN = "\n".join([
+    "static inline void jitflow_task_failed(struct jitflow_group* group) {",
     "  /* the error a failed task raised, kept for its launcher (the first one raised); the pool is told",
     "     nothing: its own error path reads the error after it counts the task done */",
     "  TVMFFIObjectHandle raised = NULL;",
     "  void* none = NULL;",
     "  TVMFFIErrorMoveFromRaised(&raised);",
-    "  __atomic_store_n(failed, 1, __ATOMIC_RELAXED);",
     "  if (raised != NULL",
-    "      && !__atomic_compare_exchange_n(error, &none, raised, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {",
+    "      && !__atomic_compare_exchange_n(&group->error, &none, raised, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {",
     "    TVMFFIObjectDecRef(raised);",
     "  }",
+    "  __atomic_store_n(&group->failed, 1, __ATOMIC_RELEASE);",
     "}",
-    "static inline int32_t jitflow_launch_status(int32_t status, void* error, int32_t failed) {",
-    "  /* after the launch: a task's error raised again in the calling thread */",
-    "  if (error != NULL) {",
-    "    TVMFFIErrorSetRaised(error);",
-    "    TVMFFIObjectDecRef(error);",
+    "static inline int32_t jitflow_run(FTVMParallelLambda lambda, void* closure, struct jitflow_group* group) {",
+    "  /* the lambda on TVM's pool, or as one task in this thread when this thread runs a task of",
+    "     another launch (TVM's pool does not nest); then a task's error raised again in this thread */",
+    "  int32_t status;",
+    f"  if (TVMFFIEnvGetStream({', '.join(TASK_SLOT)}) != NULL) {{",
+    "    TVMParallelGroupEnv alone = {.sync_handle = NULL, .num_task = 1};",
+    "    status = lambda(0, &alone, closure);",
+    "  } else {",
+    "    status = TVMBackendParallelLaunch(lambda, closure, 0);",
+    "  }",
+    "  if (group->error != NULL) {",
+    "    TVMFFIErrorSetRaised(group->error);",
+    "    TVMFFIObjectDecRef(group->error);",
     "    return -1;",
     "  }",
-    "  return status != 0 ? status : (failed ? -1 : 0);",
+    "  return status != 0 ? status : (group->failed ? -1 : 0);",
     "}"])
 
 
@@ -98,24 +148,28 @@ def _launch(name: str, params: list[tuple[str, str]]) -> str:
     """The closure, lambda and launcher of the launch `name` whose body has these parameters."""
     leading, values = params[:len(LEADING)], params[len(LEADING):]
     closure, body = f"struct {CLOSURE}{name}", f"{BODY}{name}"
-    fields = [f"  {ctype} {n};" for ctype, n in values] + [f"  void* {_ERROR};", f"  int32_t {_FLAG};"]
+    fields = [f"  {ctype} {n};" for ctype, n in values] + [f"  struct jitflow_group {_GROUP_FIELD};"]
     taken = ", ".join([f"{ctype} {n}" for ctype, n in values]) or "void"
-    passed = ", ".join(["task_id", "penv->num_task", "penv", *(f"closure->{n}" for _, n in values)])
+    passed = ", ".join(["task_id", "penv->num_task", f"&closure->{_GROUP_FIELD}",
+                        *(f"closure->{n}" for _, n in values)])
     return "\n".join([
         f"{closure} {{", *fields, "};",
         f"{_HIDDEN}int32_t {body}({', '.join(f'{t} {n}' for t, n in leading + values)});",
         f"static inline int {LAMBDA}{name}(int task_id, TVMParallelGroupEnv* penv, void* cdata) {{",
         f"  {closure}* closure = ({closure}*)cdata;",
-        f"  if ({body}({passed}) != 0) {{",
-        f"    jitflow_task_failed(&closure->{_ERROR}, &closure->{_FLAG});",
+        "  TVMFFIStreamHandle outer = NULL;",
+        f"  TVMFFIEnvSetStream({', '.join(TASK_SLOT)}, cdata, &outer);   /* this thread runs a task */",
+        f"  int32_t status = {body}({passed});",
+        f"  TVMFFIEnvSetStream({', '.join(TASK_SLOT)}, outer, NULL);",
+        "  if (status != 0) {",
+        f"    jitflow_task_failed(&closure->{_GROUP_FIELD});",
         "  }",
         "  return 0;",
         "}",
         f"static inline int32_t {LAUNCH}{name}({taken}) {{",
         f"  /* {body} runs once per task of TVM's thread pool */",
-        f"  {closure} closure = {{{', '.join([n for _, n in values] + ['NULL', '0'])}}};",
-        f"  int32_t status = TVMBackendParallelLaunch({LAMBDA}{name}, &closure, 0);",
-        f"  return jitflow_launch_status(status, closure.{_ERROR}, closure.{_FLAG});",
+        f"  {closure} closure = {{{', '.join([n for _, n in values] + ['{0, 0, 0, NULL}'])}}};",
+        f"  return jitflow_run({LAMBDA}{name}, &closure, &closure.{_GROUP_FIELD});",
         "}"])
 
 
@@ -126,7 +180,8 @@ def launches_for(source: str) -> str:
     found = _PROTOTYPE.findall(source)
     if not found:
         return ""
-    helpers = [_chunks(t + "_t") for t in CHUNK_TYPES if CHUNK_BEGIN + t in source]
+    helpers = [chunk_helpers(t + "_t") for t in CHUNK_TYPES if CHUNK_BEGIN + t in source]
+    helpers.append(_GROUP)
     helpers += [_BARRIER] if BARRIER_HELPER + "(" in source else []
-    helpers.append(_ERRORS)
+    helpers.append(_RUN)
     return "\n".join([*helpers, *(_launch(name, _parameters(params)) for name, params in found), ""])
