@@ -339,14 +339,19 @@ def resolve_cpu_level(value: str | None = None) -> tuple[str | None, str]:
     return cpu_level.normalize(os.environ.get("JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"
 
 
-def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
-    """Refuse arguments of the wrong type: cache="no" must not read as True."""
-    if cache is not None and not isinstance(cache, bool):
-        raise InvalidInputError(f"cache must be True, False or None (the default: JITFLOW_CACHE), not {cache!r}")
+def check_cache_dir(cache_dir: Any) -> None:
+    """Refuse a cache_dir that is not a path, or is empty (it would put the cache in the current folder)."""
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
         raise InvalidInputError(f"cache_dir must be a path (str or os.PathLike), not {type(cache_dir).__name__}")
     if cache_dir is not None and not str(cache_dir).strip():
         raise InvalidInputError("cache_dir is empty; give a folder, or None for the default")
+
+
+def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
+    """Refuse arguments of the wrong type: cache="no" must not read as True."""
+    if cache is not None and not isinstance(cache, bool):
+        raise InvalidInputError(f"cache must be True, False or None (the default: JITFLOW_CACHE), not {cache!r}")
+    check_cache_dir(cache_dir)
     if cuda_compiler is not None and not isinstance(cuda_compiler, str):
         raise InvalidInputError(f"cuda_compiler must be one of {', '.join(CUDA_COMPILERS)}, "
                                 f"not {type(cuda_compiler).__name__}")
