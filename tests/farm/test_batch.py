@@ -115,12 +115,12 @@ def test_an_items_time_limit_is_not_charged_for_the_others_lowering(cache_dir, m
 
     def slow_for_one(mod, *args, **kwargs):
         if "666.25" in mod.script():            # axpb(666.25)
-            time.sleep(6.0)
+            time.sleep(7.0)
         return original(mod, *args, **kwargs)
 
     monkeypatch.setattr(lower, "lower", slow_for_one)
     exes = [jitflow.compile(kernels.axpb(v), "c") for v in (31.0, 32.0, 33.0, 666.25)]
-    results = jitflow.build_all(exes, jobs=1, batch=4, timeout_s=5)
+    results = jitflow.build_all(exes, jobs=1, batch=4, timeout_s=6)
     assert [r.ok for r in results] == [True, True, True, False], results
     assert results[3].error_type == "BuildTimeoutError" and "lowering with TVM" in results[3].error
     assert [len(run) for run in shared_processes] == [3]
