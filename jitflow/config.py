@@ -50,8 +50,6 @@ ENVIRONMENT = {
     "JITFLOW_REMOTE_CACHE_MAX_BYTES": ("64MiB", "largest entry sent to the shared tier (a size: 16MiB, 50MB)"),
     "JITFLOW_REMOTE_CACHE_TIMEOUT": ("2", "seconds before a shared-tier request gives up (then local only)"),
     "JITFLOW_REMOTE_CACHE_LOCK_TTL": ("30", "seconds the cluster build lock lives unless its builder renews it"),
-    "JITFLOW_TEST_DIE_ONCE": ("unset", "for tests of build farms: a folder; a worker whose key has a file of "
-                                       "that name there removes it and dies mid-build (its task is retried once)"),
     "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
     "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
     "TVM_LIBRARY_PATH": ("unset", "a folder searched first for TVM's runtime libraries when a library is loaded, "
@@ -173,12 +171,6 @@ def cuda_toolkit_homes() -> tuple[Path, ...]:
 def tvm_library_folder() -> Path | None:
     """TVM_LIBRARY_PATH: the folder TVM looks in first for its libraries (one folder, as TVM reads it)."""
     raw = os.environ.get("TVM_LIBRARY_PATH", "").strip()
-    return Path(raw) if raw else None
-
-
-def die_once_folder() -> Path | None:
-    """JITFLOW_TEST_DIE_ONCE (for tests): the folder of keys whose build farm task dies once, or None."""
-    raw = os.environ.get("JITFLOW_TEST_DIE_ONCE", "").strip()
     return Path(raw) if raw else None
 
 

@@ -130,3 +130,11 @@ def test_sizes_durations_and_numbers_read_exactly_up_to_their_limits():
     assert config.parse_number("0.5", "T", 10) == 0.5 and config.parse_number("1024", "J", 1024, whole=True) == 1024
     with pytest.raises(InvalidInputError, match="T='0' is not a positive number"):
         config.parse_number("0", "T", 10)
+
+
+def test_the_settings_are_only_what_users_set():
+    """A hook for tests is not a setting of the package: the tests reach it from tests/ (die_once.py)."""
+    from jitflow import config
+
+    assert [name for name in config.ENVIRONMENT if "TEST" in name] == []
+    assert not [name for name in dir(config) if "die" in name.lower()]
