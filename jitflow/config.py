@@ -50,8 +50,6 @@ ENVIRONMENT = {
     "JITFLOW_REMOTE_CACHE_MAX_BYTES": ("64MiB", "largest entry sent to the shared tier (a size: 16MiB, 50MB)"),
     "JITFLOW_REMOTE_CACHE_TIMEOUT": ("2", "seconds before a shared-tier request gives up (then local only)"),
     "JITFLOW_REMOTE_CACHE_LOCK_TTL": ("30", "seconds the cluster build lock lives unless its builder renews it"),
-    "JITFLOW_TEST_DIE_ONCE": ("unset", "for tests of build farms: a folder; a worker whose key has a file of "
-                                       "that name there removes it and dies mid-build (its task is retried once)"),
     "CUDA_HOME": ("unset", "a CUDA toolkit's folder: nvcc and the SASS tools are looked for in its bin/"),
     "CUDA_PATH": ("unset", "the same, read after CUDA_HOME"),
     "TVM_LIBRARY_PATH": ("unset", "a folder searched first for TVM's runtime libraries when a library is loaded, "
@@ -173,12 +171,6 @@ def cuda_toolkit_homes() -> tuple[Path, ...]:
 def tvm_library_folder() -> Path | None:
     """TVM_LIBRARY_PATH: the folder TVM looks in first for its libraries (one folder, as TVM reads it)."""
     raw = os.environ.get("TVM_LIBRARY_PATH", "").strip()
-    return Path(raw) if raw else None
-
-
-def die_once_folder() -> Path | None:
-    """JITFLOW_TEST_DIE_ONCE (for tests): the folder of keys whose build farm task dies once, or None."""
-    raw = os.environ.get("JITFLOW_TEST_DIE_ONCE", "").strip()
     return Path(raw) if raw else None
 
 
@@ -339,14 +331,19 @@ def resolve_cpu_level(value: str | None = None) -> tuple[str | None, str]:
     return cpu_level.normalize(os.environ.get("JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"
 
 
-def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
-    """Refuse arguments of the wrong type: cache="no" must not read as True."""
-    if cache is not None and not isinstance(cache, bool):
-        raise InvalidInputError(f"cache must be True, False or None (the default: JITFLOW_CACHE), not {cache!r}")
+def check_cache_dir(cache_dir: Any) -> None:
+    """Refuse a cache_dir that is not a path, or is empty (it would put the cache in the current folder)."""
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
         raise InvalidInputError(f"cache_dir must be a path (str or os.PathLike), not {type(cache_dir).__name__}")
     if cache_dir is not None and not str(cache_dir).strip():
         raise InvalidInputError("cache_dir is empty; give a folder, or None for the default")
+
+
+def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
+    """Refuse arguments of the wrong type: cache="no" must not read as True."""
+    if cache is not None and not isinstance(cache, bool):
+        raise InvalidInputError(f"cache must be True, False or None (the default: JITFLOW_CACHE), not {cache!r}")
+    check_cache_dir(cache_dir)
     if cuda_compiler is not None and not isinstance(cuda_compiler, str):
         raise InvalidInputError(f"cuda_compiler must be one of {', '.join(CUDA_COMPILERS)}, "
                                 f"not {type(cuda_compiler).__name__}")

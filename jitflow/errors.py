@@ -74,6 +74,28 @@ class BuildTimeoutError(CompileError):
         self.timeout_s = timeout_s
 
 
+class BuildProcessDiedError(JitflowError):
+    """The process that built an item of build_all died before it answered: killed by a signal (the
+    OOM killer's SIGKILL, a crash of TVM or a compiler inside it: SIGSEGV, SIGABRT) or exited. The
+    other items go on; nothing was stored for this one."""
+
+    def __init__(self, what: str, exitcode: int | None) -> None:
+        import signal
+
+        if exitcode is not None and exitcode < 0:
+            try:
+                name = signal.Signals(-exitcode).name
+            except ValueError:
+                name = f"signal {-exitcode}"
+            how = f"was killed by {name} (signal {-exitcode})"
+        else:
+            how = f"exited with status {exitcode}" if exitcode is not None else "ended"
+        self.exitcode = exitcode
+        super().__init__(f"the process building {what} {how} before it finished: out of memory (the kernel's OOM "
+                         "killer sends SIGKILL) or a crash in TVM or a compiler; the other items went on. Build it "
+                         "alone (exe.build()) to see the crash, or give the workers more memory")
+
+
 class HostCodeError(CompileError):
     """The module's host code uses a construct that the C host cannot express.
 

@@ -96,6 +96,7 @@ class Executable:
         one's setting. Nothing is built."""
         if cache is not None and not isinstance(cache, bool):
             raise InvalidInputError(f"cache must be True, False or None, not {cache!r}")
+        config.check_cache_dir(cache_dir)
         settings = self.settings._replace(
             cache_enabled=self.settings.cache_enabled if cache is None else cache,
             cache_dir=self.settings.cache_dir if cache_dir is None else Path(cache_dir).expanduser().absolute())

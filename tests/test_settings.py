@@ -21,6 +21,22 @@ def test_arguments_of_the_wrong_kind_are_refused(kwargs, says):
         jitflow.compile(kernels.axpb(), "c", **kwargs)
 
 
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_cache_dir_is_refused_by_with_cache_and_the_cli(empty, cache_dir, tmp_path, monkeypatch, capsys):
+    """An empty cache folder would be the current folder (./v1/): refused as compile() refuses it."""
+    from jitflow.cli.main import main
+
+    exe = jitflow.compile(kernels.axpb(4.5), "c")
+    with pytest.raises(InvalidInputError, match="cache_dir is empty"):
+        exe.with_cache(cache_dir=empty)
+    (tmp_path / "model.py").write_text("import jitflow, kernels\nexe = jitflow.compile(kernels.axpb(4.5), 'c')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["build", "model.py:exe", "--cache-dir", empty, "-o", str(tmp_path / "k.so")]) == 2
+    assert "cache_dir is empty" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.py"]      # no ./v1/, no library
+
+
 def test_an_unknown_pass_config_option_names_the_nearest_before_anything_is_built(cache_dir):
     with pytest.raises(InvalidInputError) as err:
         jitflow.compile(kernels.axpb(), "c", pass_config={"tirx.disable_vectorise": True})
@@ -114,3 +130,11 @@ def test_sizes_durations_and_numbers_read_exactly_up_to_their_limits():
     assert config.parse_number("0.5", "T", 10) == 0.5 and config.parse_number("1024", "J", 1024, whole=True) == 1024
     with pytest.raises(InvalidInputError, match="T='0' is not a positive number"):
         config.parse_number("0", "T", 10)
+
+
+def test_the_settings_are_only_what_users_set():
+    """A hook for tests is not a setting of the package: the tests reach it from tests/ (die_once.py)."""
+    from jitflow import config
+
+    assert [name for name in config.ENVIRONMENT if "TEST" in name] == []
+    assert not [name for name in dir(config) if "die" in name.lower()]

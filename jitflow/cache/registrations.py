@@ -9,15 +9,20 @@ What the key records:
 - every lowering rule for the target that is not compiled into TVM (lowering_rules.py): what it
   makes of a probe call per dtype, whichever intrinsics the module names;
 - which of the callbacks the target's code generator consults are registered;
-- the TIR pipeline TVM will run and, for a Relax pipeline given by name, the function behind it:
-  its module, name and bytecode, and what its closure cells and default arguments hold (a
-  pipeline made by a factory, `make(scale)`, is another pipeline for another scale). Those values
-  are keyed by what they are: numbers, strings, bytes and containers of them by value, functions
-  the same way as the pipeline (recursively), modules and classes by name, numpy arrays by their
-  bytes, TVM IR by its structural hash. A value that cannot be named so (a tvm.transform.Pass,
-  whose Python body cannot be seen; any other object) makes the function Unkeyable: the build is
-  then not cached (cache/key.py: CacheKey.uncacheable says why), unless a cache salt takes over
-  naming it.
+- the TIR pipeline TVM will run and, for a Relax pipeline given by name, the callable behind it,
+  by what decides its behaviour: a function by its module, name and bytecode, and what its
+  closure cells and default arguments hold (a pipeline made by a factory, `make(scale)`, is
+  another pipeline for another scale); a `functools.partial` by its function, arguments and
+  keywords; a bound method by its function and the object it is bound to; a callable object by
+  its class (name and the bytecode of the methods it defines or inherits, `__call__` among them)
+  and its state. Those values are keyed by what they are: numbers, strings, bytes and containers
+  of them by value, functions the same way as the pipeline (recursively), modules and classes by
+  name, numpy arrays by their bytes, TVM IR by its structural hash, any other object by its class
+  and the state pickle would save of it (`__reduce_ex__`: its attributes, or what its class says
+  rebuilds it). A value that cannot be named so (a tvm.transform.Pass, whose Python body cannot be
+  seen; an object pickle refuses, such as a lock or an open file) makes the callable Unkeyable: the
+  build is then not cached (cache/key.py: CacheKey.uncacheable says why), unless a cache salt takes
+  over naming it.
 
 What cannot be seen this way (the body of a registered callback, the module globals a pipeline
 function reads, a C++ registration that replaces another, a pass changed in place) needs
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import types
 from typing import Any
 
@@ -117,6 +123,18 @@ class _Values:
             return identity
         return f"{identity} holding {hashlib.sha256(repr(held).encode()).hexdigest()[:16]}"
 
+    def registered(self, fn: Any) -> str:
+        """A registered callable's identity: a function as function() names it; a partial, a bound
+        method or a callable object by what it holds (value()), digested."""
+        if isinstance(fn, types.FunctionType):
+            return self.function(fn, 0)
+        text = self.value(fn, 0, "it")
+        if isinstance(fn, functools.partial):
+            kind, inner = "partial", fn.func
+        else:
+            kind, inner = ("method", fn.__func__) if isinstance(fn, types.MethodType) else ("object", fn)
+        return f"{kind} {_name(inner)} {hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
     def value(self, value: Any, depth: int, where: str) -> str:
         self.count += 1
         if depth > _MAX_DEPTH or self.count > _MAX_VALUES:
@@ -139,13 +157,16 @@ class _Values:
                     f"{self.value(value.keywords, depth + 1, where)})")
         if isinstance(value, types.MethodType):
             return f"method:{self.value(value.__func__, depth + 1, where)} of {self.value(value.__self__, depth + 1, where)}"
+        if isinstance(value, types.BuiltinFunctionType) and not isinstance(value.__self__, (types.ModuleType,
+                                                                                          type(None))):
+            return f"builtin method:{_name(value)} of {self.value(value.__self__, depth + 1, where)}"
         if isinstance(value, (types.BuiltinFunctionType, type)):
             return f"{type(value).__name__}:{_name(value)}"
         if isinstance(value, types.ModuleType):
             return f"module:{value.__name__}"
-        return self._object(value, where)
+        return self._object(value, depth, where)
 
-    def _object(self, value: Any, where: str) -> str:
+    def _object(self, value: Any, depth: int, where: str) -> str:
         kind = f"{type(value).__module__}.{type(value).__qualname__}"
         if kind.startswith("numpy.") and hasattr(value, "tobytes") and hasattr(value, "dtype"):
             import numpy as np
@@ -165,16 +186,65 @@ class _Values:
 
                 return f"{kind}:{tvm_ffi.structural_hash(value)}"
             except Exception:  # noqa: BLE001 - an object TVM cannot hash structurally
-                pass
-        raise Unkeyable(f"{where} holds a {kind} object, which the key cannot name")
+                raise Unkeyable(f"{where} holds a {kind} object, which the key cannot name") from None
+        return self._state(value, kind, depth, where)
+
+    def _state(self, value: Any, kind: str, depth: int, where: str) -> str:
+        """Any other object: its class and what pickle would save of it (what rebuilds it: its state)."""
+        if id(value) in self.active:
+            return f"<{kind} again>"
+        try:
+            reduced = value.__reduce_ex__(4)
+        except Exception as exc:  # noqa: BLE001 - pickle's refusal is the reason
+            raise Unkeyable(f"{where} holds a {kind} object, which the key cannot name: it has no state to "
+                            f"name it by ({str(exc)[:120]})") from None
+        if isinstance(reduced, str):          # a module-level singleton, named by where it lives
+            return f"{kind}:global {reduced}"
+        self.active.add(id(value))
+        try:
+            parts = [self._rebuilder(reduced[0], depth, where)]
+            for n, part in enumerate(reduced[1:], 1):
+                if n in (3, 4) and part is not None:   # list and dict items come as iterators
+                    part = list(itertools.islice(part, _MAX_VALUES + 1))
+                parts.append(self.value(part, depth + 1, f"{where} ({kind} object's state)"))
+        finally:
+            self.active.discard(id(value))
+        return f"object:{_class_identity(type(value))} {', '.join(parts)}"
+
+    def _rebuilder(self, rebuild: Any, depth: int, where: str) -> str:
+        """What __reduce_ex__ calls to rebuild an object: pickle's own helpers by name."""
+        if getattr(rebuild, "__module__", None) == "copyreg":
+            return f"copyreg.{getattr(rebuild, '__name__', '?')}"
+        return self.value(rebuild, depth + 1, where)
+
+
+def _class_identity(cls: type) -> str:
+    """module.qualname of a class and a digest of the bytecode of the methods it defines or inherits
+    (those of classes written in Python; builtins' are part of Python's version)."""
+    h = hashlib.sha256()
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        for name, attr in sorted(vars(klass).items()):
+            if isinstance(attr, (staticmethod, classmethod)):
+                attr = attr.__func__
+            elif isinstance(attr, property):
+                attr = attr.fget
+            code = getattr(attr, "__code__", None)
+            if code is not None:
+                h.update(f"{_name(klass)}.{name}".encode())
+                _code_digest(code, h)
+    return f"{_name(cls)} {h.hexdigest()[:16]}"
 
 
 def function_identity(fn: Any, what: str = "the function") -> str:
-    """module.qualname and a digest of the bytecode of a Python function, and of what its closure
-    cells and default arguments hold (stable across processes); Unkeyable (saying `what` holds
-    which value) when one of those cannot be named."""
+    """What decides a registered callable's behaviour, as stable text: a Python function's
+    module.qualname and a digest of its bytecode and of what its closure cells and default
+    arguments hold; a partial's, a bound method's or a callable object's digest of what it holds
+    (see the module's docstring). Unkeyable (saying `what` holds which value) when one of those
+    cannot be named."""
     try:
-        return _Values().function(fn, 0)
+        return _Values().registered(fn)
     except Unkeyable as exc:
         raise Unkeyable(f"{what} ({_name(fn)}): {exc}") from None
 

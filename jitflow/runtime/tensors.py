@@ -8,6 +8,7 @@ in a process that uses TVM, calls return TVM's tensors as before.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..errors import InvalidInputError
@@ -68,6 +69,19 @@ def from_numpy(array: Any, device: Any = None) -> Any:
     tensor = _global("runtime.TVMTensorAllocWithScope")(tvm_ffi.Shape(array.shape), str(array.dtype), dev, None)
     _global("runtime.TVMTensorCopyFromBytes")(tensor, ctypes.c_void_p(array.ctypes.data), array.nbytes)
     return tensor
+
+
+def compact_if_empty(arg: Any) -> Any:
+    """`arg`, except a numpy array with no elements, which is given C-order strides (a view: nothing
+    is copied). numpy gives such arrays strides of 0, which TVM refuses ("expected to be compact")
+    although there is nothing to read; every other argument passes through as it is."""
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(arg, np.ndarray) or arg.size or not arg.ndim:
+        return arg
+    strides = [arg.itemsize]
+    for extent in reversed(arg.shape[1:]):
+        strides.insert(0, strides[0] * max(1, extent))
+    return np.lib.stride_tricks.as_strided(arg, strides=tuple(strides))
 
 
 def install() -> None:

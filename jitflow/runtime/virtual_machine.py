@@ -61,7 +61,7 @@ class VirtualMachine:
     """A Relax VM on `device` (a Device or a list of them; the CPU is added for shape functions).
 
     memory_cfg: "pooled" (reuses freed blocks; the default), "naive", or a dict of device -> one of
-    them. vm["fn"] is the VM function itself (a tvm_ffi Function: DLPack tensors in, tensors out).
+    them. vm["fn"] is the VM function (VMFunction: TVM's, DLPack tensors in, tensors out).
     """
 
     def __init__(self, library: Any, device: Any, memory_cfg: str | dict[Any, str] | None = None,
@@ -83,7 +83,7 @@ class VirtualMachine:
 
     def __getitem__(self, name: str) -> Any:
         try:
-            return self.module[name]
+            return VMFunction(self.module[name])
         except AttributeError:
             from ..errors import FunctionNotFoundError
 
@@ -148,6 +148,23 @@ class VirtualMachine:
             rest = iter(args)
             args = [kwargs[n] if n in kwargs else next(rest) for n in names]
         return [_converted(a) for a in args]
+
+
+class VMFunction:
+    """A function of the VM, called as TVM's own (tensors and numpy arrays through DLPack, without a
+    copy), except that a numpy array with no elements is first given the strides TVM checks for
+    (tensors.compact_if_empty). `.function` is TVM's function itself."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def __call__(self, *args: Any) -> Any:
+        return self.function(*[tensors.compact_if_empty(a) for a in args])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.function, name)
 
 
 def _converted(arg: Any) -> Any:

@@ -9,8 +9,11 @@ folder of links to each build's folder. Each build's command is the same as its 
 changes no byte of the object; `__FILE__` of each input is mapped back to its solo name.
 
 The objects appear in input order, so the one being compiled is the first one missing. A build's
-time limit holds for its own file: past it the process is killed, that build fails with
-BuildTimeoutError and the files after it go on in a new process. A file that takes longer than
+time limit holds for its own file: what its deadline had left when it asked (the caller pauses it
+while the batch runs) counts from the moment the process reaches that file, so the files ahead
+are not charged to it; past it the process is killed, that build fails with BuildTimeoutError and
+the files after it go on in a new process. Each request records the seconds its own file took
+(`own_s`), which the caller charges to its deadline. A file that takes longer than
 PATIENCE_S, or that fails to compile, is given back to be compiled alone (its error, then, is the
 one a solo build gives); the others again go on without it.
 """
@@ -51,6 +54,8 @@ class Request:
     deadline: Deadline | None = None
     outcome: str = ""
     log: str = ""
+    #: seconds a shared process spent on this request's own file (its own work, charged to its deadline)
+    own_s: float = 0.0
     #: processes this request was part of (the tests' and benchmarks' view of the batching)
     processes: list[int] = field(default_factory=list)
 
@@ -159,15 +164,20 @@ def _watch(proc: subprocess.Popen, group: list[Request]) -> tuple[int, str | Non
     """Wait for `proc`, following which input it compiles; returns how many objects it made and why
     it was stopped (TIMED_OUT, ALONE) or None if it ended by itself."""
     current, started = 0, time.monotonic()
+    budget = _budget(group[0])
     while True:
         ended = proc.poll() is not None
         while current < len(group) and group[current].made().exists():
-            current, started = current + 1, time.monotonic()
+            now = time.monotonic()
+            group[current].own_s += now - started
+            current, started = current + 1, now
+            budget = _budget(group[current]) if current < len(group) else None
         if ended or current == len(group):
             proc.wait()
+            if current < len(group):
+                group[current].own_s += time.monotonic() - started
             return current, None
-        deadline = group[current].deadline
-        if deadline is not None and deadline.left() <= 0:
+        if budget is not None and time.monotonic() - started >= budget:
             stopped = TIMED_OUT
         elif current < len(group) - 1 and time.monotonic() - started > PATIENCE_S:   # others wait
             stopped = ALONE
@@ -176,7 +186,13 @@ def _watch(proc: subprocess.Popen, group: list[Request]) -> tuple[int, str | Non
             continue
         proc.kill()
         proc.wait()
+        group[current].own_s += time.monotonic() - started
         return current, stopped
+
+
+def _budget(r: Request) -> float | None:
+    """Seconds `r`'s own file may take from the moment the process reaches it (None: no limit)."""
+    return None if r.deadline is None else r.deadline.left()
 
 
 def _remove_partial(r: Request) -> None:

@@ -4,12 +4,13 @@ A batch has a member per build, each run in a thread of its own (farm/batch.py).
 first host compile (a source compiled as one piece, with no flags of its own) waits for the
 others; once every member has either asked or said it will not (its source is in pieces, it was
 a cache hit, it failed), the files are compiled together and each member goes on with its object.
+The wait is not charged to the member's time limit (deadline.py): only its own file's compile is.
 Everything else, and a file the shared process gives back, compiles as it would alone.
 """
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -82,8 +83,11 @@ class Member:
             return cc1_batch.ALONE
         self.request = r
         event = threading.Event()
-        self.batch._settle(self, (r, event))
-        event.wait()
+        with deadline.paused() if deadline is not None else nullcontext():   # the others' work is not ours
+            self.batch._settle(self, (r, event))
+            event.wait()
+        if deadline is not None:
+            deadline.charge(r.own_s)
         return r.outcome
 
 

@@ -280,6 +280,65 @@ def test_a_pipeline_made_by_a_factory_is_keyed_by_what_its_closure_holds(cache_d
     assert salted[0] == "built" and salted[3] == "hit", salted     # the caller's salt names it: cached
 
 
+@pytest.fixture
+def tir_pipeline():
+    """register(callable) puts it under "s_tir" (the name tvm.compile's "default" stands for) until
+    the test ends."""
+    from tvm.tirx.compilation_pipeline import PIPELINE_MAP
+
+    default = PIPELINE_MAP["s_tir"]
+    yield lambda fn: tvm.tirx.register_tir_pipeline("s_tir", fn)
+    PIPELINE_MAP["s_tir"] = default
+
+
+@pytest.mark.parametrize("kind", ["partial", "object", "method"])
+def test_a_pipeline_bound_to_a_value_is_keyed_by_that_value(cache_dir, tir_pipeline, kind):
+    """A partial, a callable object or a bound method: the same code with another bound value is
+    another pipeline (each was keyed by its type and code only, and served the other's library)."""
+    import bound_pipelines
+
+    def key(scale: float) -> str:
+        tir_pipeline(bound_pipelines.make(kind, scale))     # a new object each time: keyed by value, not id
+        return jitflow.compile(kernels.axpb(4300.0), "c").key
+
+    assert key(1.0) == key(1.0) and key(1.0) != key(101.0) and key(101.0) == key(101.0)
+    for scale, outcome in ((1.0, "built"), (101.0, "built"), (1.0, "hit")):
+        tir_pipeline(bound_pipelines.make(kind, scale))
+        exe = jitflow.compile(kernels.axpb(4300.0), "c")
+        np.testing.assert_allclose(_axpb_result(exe), scale + 1)
+        assert exe.build_info.outcome in ((outcome,) if outcome == "built" else ("hit", "memory"))
+
+
+def test_a_bound_pipelines_key_is_the_same_in_another_process(cache_dir, tir_pipeline):
+    import bound_pipelines
+
+    code = textwrap.dedent("""
+        import jitflow, kernels, tvm, bound_pipelines
+        for kind in bound_pipelines.KINDS:
+            tvm.tirx.register_tir_pipeline("s_tir", bound_pipelines.make(kind, 7.0))
+            print(jitflow.compile(kernels.axpb(4300.0), "c").key)
+    """)
+    here = []
+    for kind in bound_pipelines.KINDS:
+        tir_pipeline(bound_pipelines.make(kind, 7.0))
+        here.append(jitflow.compile(kernels.axpb(4300.0), "c").key)
+    assert run_python(code).stdout.split() == here and len(set(here)) == 3
+
+
+def test_an_object_whose_state_cannot_be_named_is_built_and_not_cached(cache_dir, tir_pipeline):
+    import threading
+
+    import bound_pipelines
+
+    held = bound_pipelines.Scaled(5.0)
+    held.lock = threading.Lock()                 # pickle refuses it: its state cannot be named
+    tir_pipeline(held)
+    exe = jitflow.compile(kernels.axpb(4300.0), "c")
+    assert "holds a _thread.lock object, which the key cannot name" in exe.cache_key.uncacheable
+    np.testing.assert_allclose(_axpb_result(exe), 6.0)
+    assert exe.build_info.outcome == "built" and not exe.cached()
+
+
 def test_a_relax_pipeline_made_by_a_factory_is_keyed_by_what_it_holds(cache_dir):
     from tvm.relax.pipeline import PIPELINE_MAP, zero_pipeline
 

@@ -106,6 +106,79 @@ def test_a_candidate_that_fails_in_a_batch_fails_alone_with_its_own_error(cache_
         np.testing.assert_allclose(out.numpy(), v + 1)
 
 
+def test_an_items_time_limit_is_not_charged_for_the_others_lowering(cache_dir, monkeypatch, shared_processes):
+    """The last member lowers for longer than the limit: it fails (its own lowering), while the three
+    that waited for it to hand over its C (paused, their limits untouched) are built, together."""
+    from jitflow.builder import lower
+
+    original = lower.lower
+
+    def slow_for_one(mod, *args, **kwargs):
+        if "666.25" in mod.script():            # axpb(666.25)
+            time.sleep(7.0)
+        return original(mod, *args, **kwargs)
+
+    monkeypatch.setattr(lower, "lower", slow_for_one)
+    exes = [jitflow.compile(kernels.axpb(v), "c") for v in (31.0, 32.0, 33.0, 666.25)]
+    results = jitflow.build_all(exes, jobs=1, batch=4, timeout_s=6)
+    assert [r.ok for r in results] == [True, True, True, False], results
+    assert results[3].error_type == "BuildTimeoutError" and "lowering with TVM" in results[3].error
+    assert [len(run) for run in shared_processes] == [3]
+    for v, exe in zip((31.0, 32.0, 33.0), exes):
+        out = tvm.runtime.tensor(np.zeros(64, "float32"))
+        exe["main"](tvm.runtime.tensor(np.ones(64, "float32")), out)
+        np.testing.assert_allclose(out.numpy(), v + 1)
+
+
+def test_a_file_is_not_charged_for_the_files_ahead_of_it_in_the_shared_process(tmp_path, zig_cache, monkeypatch,
+                                                                               shared_processes):
+    """The first file holds the shared process for 3 s (it includes a pipe the test writes to
+    late); the second, with 2 s left on its paused limit, is compiled within its own time after it,
+    and is charged only for its own file."""
+    import threading
+
+    from jitflow.builder.steps import _include_dirs
+
+    monkeypatch.setattr(cc1_batch, "PATIENCE_S", 600.0)      # the first file is not given back for its wait
+    fifo = tmp_path / "late.h"
+    os.mkfifo(fifo)
+    prelude = '#include "tvm/ffi/c_api.h"\n#include <stdint.h>\n'
+    texts = [prelude + f'int early;\n#include "{fifo}"\nint f(int x) {{ return x + LATE; }}\n',
+             prelude + "int g(int x) { return x * 3; }\n"]
+    deadline = Deadline.after(2.0)
+    requests = []
+    for n, text in enumerate(texts):
+        folder = tmp_path / f"b{n}"
+        folder.mkdir()
+        (folder / "host_0.c").write_text(text)
+        r = cc1_batch.request(folder / "host_0.c", folder / "host_0.o", _include_dirs(), machine_host(),
+                              zig_cache, None, deadline if n == 1 else None)
+        assert r is not None
+        requests.append(r)
+
+    def write_late():
+        time.sleep(3.0)
+        give_up = time.monotonic() + 60
+        while time.monotonic() < give_up:       # once the compiler has opened the pipe to read it
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            os.write(fd, b"#define LATE 1\n")
+            os.close(fd)
+            return
+
+    writer = threading.Thread(target=write_late, daemon=True)
+    writer.start()
+    with deadline.paused():
+        cc1_batch.compile_all(requests)
+    writer.join()
+    assert [r.outcome for r in requests] == [cc1_batch.BUILT, cc1_batch.BUILT]
+    assert len(shared_processes) == 1 and requests[0].own_s >= 2.9 > requests[1].own_s
+    assert deadline.left() > 0
+
+
 def _slow_c(functions: int = 24, statements: int = 2000) -> str:
     """C that clang takes a second per function over at -O2 (on a busy 2-core machine): long chains of
     float arithmetic, each function small enough to be compiled with zig's flags alone."""

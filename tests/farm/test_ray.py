@@ -29,7 +29,8 @@ SECRET = "farm-test-signing-key"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, zig_cache):
     """A local Ray cluster whose workers read their settings from the environment it started with:
-    their own cache folder, the shared tier (when Redis is here), and the die-once folder."""
+    their own cache folder, the shared tier (when Redis is here), and the die-once folder that the
+    workers' setup hook (tests/die_once.py) reads."""
     root = tmp_path_factory.mktemp("ray")
     redis = None
     if redis_missing() is None:
@@ -37,7 +38,7 @@ def cluster(tmp_path_factory, zig_cache):
     elif required_in_ci():
         pytest.fail(f"the farm's shared-tier test needs Redis in CI: {redis_missing()}")
     env = {"JITFLOW_CACHE_DIR": str(root / "workers"), "JITFLOW_ZIG_CACHE_DIR": str(zig_cache),
-           "JITFLOW_TEST_DIE_ONCE": str(root / "die")}
+           "DIE_ONCE_FOLDER": str(root / "die")}
     if redis is not None:   # a worker killed while it holds the tier's lock holds up the retry for the TTL
         env.update(JITFLOW_REMOTE_CACHE=redis.url, JITFLOW_REMOTE_CACHE_KEY=SECRET, JITFLOW_REMOTE_CACHE_LOCK_TTL="3")
     (root / "die").mkdir()
@@ -45,7 +46,8 @@ def cluster(tmp_path_factory, zig_cache):
         for name, value in env.items():
             patch.setenv(name, value)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}})
+                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
+                              "worker_process_setup_hook": "die_once.arm"})
     try:
         yield {"root": root, "redis": redis, "address": ray.get_runtime_context().gcs_address}
     finally:

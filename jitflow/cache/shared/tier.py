@@ -238,7 +238,10 @@ class Turn:
             if tier.call("get", self.nostore_name) not in (None, _FAILED):
                 break  # whoever builds this key will not share it: build here without waiting
             token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
-            if tier.call("acquire", self.lock_name, token, tier.settings.lock_ttl) is True:
+            acquired = tier.call("acquire", self.lock_name, token, tier.settings.lock_ttl)
+            if acquired is _FAILED:
+                break  # the tier is down (call said so once): build here, nobody else is waited for
+            if acquired is True:
                 self.token = token
                 self.renewer = _Renewer(tier, self.lock_name, token, self.key, self.alive_name)
                 self.renewer.beat()

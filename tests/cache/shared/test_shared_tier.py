@@ -457,6 +457,18 @@ def test_redis_stopped_mid_run_builds_go_on_locally(cache_dir, tmp_path, monkeyp
         server.close()
 
 
+def test_a_tier_that_is_down_is_not_said_to_be_building_elsewhere(cache_dir, tmp_path, monkeypatch, caplog):
+    """Nothing listens: the build goes on locally at once, and the log says the tier is unavailable,
+    not that another node is building the key."""
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE", f"redis://127.0.0.1:{free_port()}/0")
+    monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
+    caplog.set_level(logging.INFO, "jitflow")
+    assert run_kernel(47.0, tmp_path / "a") == "built"
+    said = [r.getMessage() for r in caplog.records]
+    assert any("shared cache tier unavailable" in m for m in said), said
+    assert not any("another node is building" in m for m in said), said
+
+
 def test_a_malformed_tier_url_means_local_builds_and_one_warning(cache_dir, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("JITFLOW_REMOTE_CACHE", "redis://jitflow:s3cret@127.0.0.1:99999/0")
     monkeypatch.setenv("JITFLOW_REMOTE_CACHE_KEY", SECRET)
