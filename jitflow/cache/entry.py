@@ -231,3 +231,12 @@ def target_text(target: dict[str, Any] | None, host: bool = True) -> str:
     if host and target.get("host"):
         text += f" for {target['host']}"
     return text
+
+
+def label(name: str | None, functions: list[str]) -> str:
+    """An entry's label as `jitflow cache ls` shows it: the name it was built under (compile(name=),
+    FILE.py:NAME), else its functions (the first three, then how many more)."""
+    if name:
+        return name
+    shown = ",".join(functions[:3]) + (f" +{len(functions) - 3}" if len(functions) > 3 else "")
+    return shown

@@ -7,7 +7,8 @@ CPU and is retried once if its worker dies (a second death is reported with the 
 worker built comes back as an entry whose files are checked against their sha256 and published
 into the caller's cache under the key's lock (nothing comes back when the worker shares the
 caller's cache folder on the same machine). An item whose inputs cannot travel, or whose worker
-computed another key, is built here instead, and its result says why (BuildResult.note).
+computed another key, is built here instead, and its result says why (BuildResult.note). What the
+cluster obtained is recorded here (JITFLOW_RECORD), from the results; the workers record nothing.
 
 No setting is sent through Ray: workers read their own (JITFLOW_* on their nodes), so the shared
 tier's secret stays where it was put.
@@ -63,6 +64,7 @@ def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
         exe = items[i]
         try:
             if exe.cached():
+                _record(exe, "hit")
                 finished(i, BuildResult(exe, True, "hit"))
                 continue
             queued.append((i, request.make(exe, str(_cache_of(exe).root), timeout_s)))
@@ -142,9 +144,19 @@ def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str], timeout_s: float
         return BuildResult(exe, False, error=reply["error"], error_type=reply["error_type"], where=where)
     try:
         _install(exe, reply)
+        _record(exe, reply["outcome"])
     except JitflowError as exc:
         return failed(exe, exc, where=where)
     return BuildResult(exe, True, reply["outcome"], where=where)
+
+
+def _record(exe: Any, outcome: str) -> None:
+    """Record a key the cluster obtained for this process (its workers record nothing: request.py)."""
+    if exe.settings.record is not None:
+        from ..cache import record
+
+        cache = _cache_of(exe)
+        record.obtained(exe.settings.record, exe.key, cache.read_meta(exe.key) or {}, outcome, cache.folder)
 
 
 def _install(exe: Any, reply: dict[str, Any]) -> None:

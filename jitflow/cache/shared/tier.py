@@ -303,3 +303,20 @@ class Turn:
         if tier.call("put", self.entry_name, blob) is not _FAILED:
             count("stored")
             self.shared = True
+
+
+def read_entry(settings: RemoteSettings, key: str) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+    """The shared entry of `key`, its signature and every file's sha256 checked, read without a lock
+    and without writing anything (the read-only cache's look at the tier); None when there is none,
+    the tier is off or down, or the entry is refused (said as a warning)."""
+    tier = tier_for(settings)
+    if tier is None or not tier.available():
+        return None
+    blob = tier.call("get", _names(key)[0])
+    if blob is None or blob is _FAILED:
+        return None
+    try:
+        return entry_format.unpack(blob, key, tier.secret)
+    except RemoteEntryError as exc:
+        log.warning("jitflow: refused shared entry %s: %s", key[:12], exc)
+        return None
