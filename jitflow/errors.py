@@ -152,6 +152,19 @@ class RecordError(JitflowError):
     file and why. Raised rather than losing the line, since a record with holes packs a bundle with holes."""
 
 
+class EntryRefusedError(CacheError):
+    """An entry that came from elsewhere (the shared tier, a build farm worker, a bundle), or one about
+    to leave the cache for elsewhere, failed the cache's checks (metadata, key, format, the library's
+    size and sha256, its file names): nothing was installed or sent."""
+
+
+class BundleError(InvalidInputError):
+    """A cache bundle (`jitflow cache pack`/`unpack`) cannot be made or read as asked: a key that is
+    not in the cache, a record line that names no key, or a bundle that failed a check (a damaged,
+    extra, missing or foreign member, a link, a path leaving the cache, a format this jitflow cannot
+    read). An unpack refused this way installed nothing."""
+
+
 class LibraryFormatError(JitflowError):
     """A library or one of its embedded blobs is malformed."""
 

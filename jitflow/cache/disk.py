@@ -237,17 +237,6 @@ class Cache:
         return library, meta
 
 
-    def install(self, key: str, meta: dict[str, Any], files: dict[str, bytes]) -> tuple[LibraryFile, dict[str, Any]]:
-        """Publish an entry made elsewhere (the shared tier, a build farm's worker) from its files
-        ({name in the entry folder: bytes}, checked by the caller); returns what publish() returns."""
-        with self.staging(key) as folder:
-            for name, data in files.items():
-                path = folder / name
-                path.parent.mkdir(exist_ok=True)
-                path.write_bytes(data)
-            return self.publish(key, folder, meta)
-
-
 def _touch(name: str, dir_fd: int) -> None:
     """Mark the entry used now (its last_used file's time), never failing a lookup."""
     try:
