@@ -6,9 +6,9 @@ how to produce the entry.
 """
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,12 @@ from ..errors import CacheError, CacheMissError
 from ..options import BuildOptions
 from ..runtime.library_file import LibraryFile
 from ..targets import TargetSpec
+from . import door
 from .disk import Cache
 from .entry import label, target_text
 from .key import CacheKey
+
+log = logging.getLogger("jitflow")
 
 
 def miss(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,
@@ -66,9 +69,9 @@ def from_shared(settings: Settings, cache_key: CacheKey) -> tuple[tuple[LibraryF
     holder = TransientCache()
     try:
         holder.cache.ensure()
-        holder.cache.install(cache_key.digest, dict(meta, fetched=time.time()), files)[0].close()
-        found = holder.cache.lookup(cache_key.digest, cache_key.inputs)
-    except (CacheError, OSError):
+        found = door.admit(holder.cache, cache_key.digest, files, meta, expect=cache_key.inputs).found
+    except (CacheError, OSError) as exc:     # EntryRefusedError among them: the local checks failed
+        log.warning("jitflow: refused shared entry %s: %s", cache_key.digest[:12], exc)
         found = None
     if found is None:
         shutil.rmtree(holder.folder, ignore_errors=True)
