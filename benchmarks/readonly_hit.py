@@ -5,7 +5,7 @@
 A vector add and a Relax MLP (the tests' modules, CPU target "c") are built in one temporary cache,
 packed into a bundle and unpacked into another; then fresh interpreters get both from the unpacked
 cache, alternating JITFLOW_CACHE=1 (an ordinary hit: it marks the entry used and counts the hit)
-and JITFLOW_CACHE=readonly (writes nothing). 'to callable' is jitflow.compile() to a callable
+and JITFLOW_CACHE=readonly (writes nothing), each going first in every other pair. 'to callable' is jitflow.compile() to a callable
 function (the kernel's, then the model's VM function), after the imports; 'process' the whole
 interpreter's wall time. Medians over the runs. Goal: the read-only hit no slower.
 """
@@ -59,8 +59,9 @@ def main() -> None:
         jitflow.cache.unpack(bundle, cache_dir=served)
         print(f"bundle: {len(packed.entries)} entries, {packed.bytes} bytes; unpacked into a fresh cache")
         times: dict[str, list[dict[str, float]]] = {"ordinary": [], "readonly": []}
-        for _ in range(args.runs):
-            for mode, value in (("ordinary", "1"), ("readonly", "readonly")):
+        pair = [("ordinary", "1"), ("readonly", "readonly")]
+        for run in range(args.runs):
+            for mode, value in pair if run % 2 == 0 else pair[::-1]:     # neither always goes first
                 times[mode].append(fresh_process.run(CHILD.format(paths=paths),
                                                      dict(env, JITFLOW_CACHE_DIR=str(served), JITFLOW_CACHE=value),
                                                      mode))

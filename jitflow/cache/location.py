@@ -137,13 +137,16 @@ class CacheFolders:
         return self.configured
 
     def problem(self) -> str | None:
-        """Why builds do not use the configured folder (they use the fallback then), or None.
-        Looks only: creates nothing."""
+        """Why builds do not use the configured folder (they use the fallback then), or None; for a
+        read-only cache, why lookups cannot use it. Looks only: creates nothing."""
         from ..doctor.checks import cache_dir_problem
 
-        found = cache_dir_problem(self.configured.folder)
+        readonly = self.settings.cache_readonly
+        found = cache_dir_problem(self.configured.folder, writing=not readonly)
         if found:
             return found
+        if readonly and not os.path.isdir(self.configured.root):
+            return f"{self.configured.root} does not exist (nothing was unpacked into it)"
         untrusted = self._untrusted()
         return f"not trusted: {untrusted}" if untrusted else None
 

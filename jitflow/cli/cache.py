@@ -84,7 +84,7 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
         shared = {"url": None if problem else _without_password(settings.remote.url), "problem": problem,
                   "counters": {n: counts.get(n, 0) for n in COUNTERS}}
     return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "entries_folder": str(cache.root),
-            "enabled": settings.cache_enabled,
+            "enabled": settings.cache_enabled, "readonly": settings.cache_readonly,
             "problem": location.open_cache(settings).problem() if settings.cache_enabled else None,
             "entries": len(rows), "size": size, "cap": settings.cache_max_size, "hosts": hosts,
             "zig_cache": {"path": str(zig_dir), "size": zig_size},
@@ -92,8 +92,12 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
 
 
 def _enabled_text(d: dict[str, Any]) -> str:
+    if d["problem"] and d["readonly"]:
+        return f"no: {d['problem']} (read-only: every lookup is a miss; set JITFLOW_CACHE_DIR)"
     if d["problem"]:
         return f"no: {d['problem']} (builds use a per-user temporary cache instead; set JITFLOW_CACHE_DIR)"
+    if d["readonly"]:
+        return "read-only (JITFLOW_CACHE=readonly: lookups only, nothing built or written)"
     return "yes" if d["enabled"] else "no (JITFLOW_CACHE=0: every build uses a temporary folder)"
 
 
