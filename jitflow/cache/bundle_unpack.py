@@ -168,7 +168,7 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
                 result.bytes += e.size
             else:
                 result.skipped.append(e.key)
-        _keep_cap(cache, result.installed, settings.cache_max_size)
+        _keep_cap(cache, result.bytes, settings.cache_max_size)
     except OSError as exc:
         raise CacheError(f"cannot unpack the bundle into {cache.root}: {exc.strerror or exc} (entries installed "
                          f"before this: {len(result.installed)}); free space, or give another --cache-dir") from None
@@ -177,12 +177,14 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
     return result
 
 
-def _keep_cap(cache: Cache, installed: list[str], max_size: int) -> None:
-    """The size cap, once for every entry installed (admin.after_publish does it for one)."""
+def _keep_cap(cache: Cache, installed: int, max_size: int) -> None:
+    """The size cap, once for every entry installed (admin.after_publish does it for one): the
+    entries' recorded size grows by what the manifest says was installed (each entry's metadata, as
+    published, a few bytes more), and the cache is pruned when that passes the cap or is unknown."""
     if not installed:
         return
     from . import admin, counters
 
-    size = counters.grow(cache.root, sum(admin.folder_size(cache.entry_dir(k)) for k in installed))
+    size = counters.grow(cache.root, installed)
     if size is None or size > max_size:
         admin.prune(cache, max_size=max_size)

@@ -229,8 +229,7 @@ class Cache:
             folder_trust.make_private_folder(final.parent, FIX)
             if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
                 discard(final, self.staging_root)
-            os.rename(folder, final)
-            folder.mkdir()  # so that staging()'s cleanup finds a folder to remove
+            os.rename(folder, final)   # staging()'s cleanup then finds nothing to remove
         except BaseException:
             library.close()
             raise

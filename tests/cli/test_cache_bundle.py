@@ -9,12 +9,13 @@ import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 from cli_run import build_entries, cache_env, jf, no_traceback
-from conftest import run_python
+from conftest import ROOT, TESTS, run_python
 
 BUILD = """
     import jitflow, kernels
@@ -244,3 +245,40 @@ def test_unpack_refuses_a_hostile_bundle_whole(case, bundle, tmp_path):
     assert list((cache / "v1" / "staging").iterdir()) == []
     assert (sorted(os.listdir(tmp_path)), sorted(os.listdir(work))) == (before[0], before[1] + ["cache"])
     assert not Path("/tmp/jitflow-bundle-test-absolute").exists()
+
+
+def test_unpack_keeps_the_counters_and_the_size_cap(built, tmp_path):
+    """An entry unused for long is evicted when the entries unpacked pass the cap; those just
+    installed are kept (published within the grace period), and the entries' size is recorded."""
+    env, _, keys = built
+    old, new = tmp_path / "old.tar", tmp_path / "new.tar"
+    assert jf("cache", "pack", str(old), "--key", keys[1], env=env).returncode == 0
+    assert jf("cache", "pack", str(new), "--key", keys[0], "--key", keys[2], env=env).returncode == 0
+    dest = tmp_path / "cache"
+    assert jf("cache", "unpack", str(old), "--cache-dir", str(dest)).returncode == 0
+    folder = dest / "v1" / "entries" / keys[1][:2] / keys[1]
+    for path in (folder / "last_used", folder):
+        os.utime(path, (1e9, 1e9))
+    cap = sum(e["size"] for e in json.loads(jf("cache", "pack", str(tmp_path / "x.tar"), "--key", keys[0],
+                                                "--key", keys[2], "--json", env=env).stdout)["entries"]) + 4096
+    proc = jf("cache", "unpack", str(new), "--cache-dir", str(dest), env={"JITFLOW_CACHE_MAX_SIZE": str(cap)})
+    assert proc.returncode == 0, proc.stderr
+    assert _installed(dest) == sorted([keys[0], keys[2]])
+    stats = json.loads((dest / "v1" / "stats.json").read_text())
+    assert 0 < stats["entries_bytes"] <= cap
+
+
+def test_two_processes_unpacking_at_once_install_each_entry_once(bundle, built, tmp_path):
+    _, _, keys = built
+    dest = tmp_path / "cache"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT)]))
+    command = [sys.executable, "-m", "jitflow", "cache", "unpack", str(bundle), "--cache-dir", str(dest), "--json"]
+    procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    results = [json.loads(out) for out, _ in outs]
+    installed = [k for r in results for k in r["installed"]]
+    assert sorted(installed) == sorted(keys)           # each entry installed by one process
+    assert all(sorted(r["installed"] + r["skipped"]) == sorted(keys) for r in results)
+    assert _installed(dest) == sorted(keys) and list((dest / "v1" / "staging").iterdir()) == []
