@@ -5,10 +5,10 @@
 A vector add and a Relax MLP (the tests' modules, CPU target "c") are built in one temporary cache,
 packed into a bundle and unpacked into another; then fresh interpreters get both from the unpacked
 cache, alternating JITFLOW_CACHE=1 (an ordinary hit: it marks the entry used and counts the hit)
-and JITFLOW_CACHE=readonly (writes nothing), each going first in every other pair. 'to callable' is jitflow.compile() to a callable
-function (the kernel's, then the model's VM function), after the imports; 'lookups' the cache's
-part of it (build_info.total of both: find, check and open the entries); 'process' the whole
-interpreter's wall time. Medians over the runs. Goal: the read-only hit no slower.
+and JITFLOW_CACHE=readonly (writes nothing), each going first in every other pair. 'to callable' is
+jitflow.compile() to a callable function (the kernel's, then the model's VM function), after the
+imports; 'lookups' the cache's part of it (build_info.total of both: find, check and open the
+entries); 'process' the whole interpreter's wall time. Medians over the runs. Goal: the read-only hit no slower.
 """
 from __future__ import annotations
 

@@ -205,5 +205,6 @@ def run_checks(cuda: bool = True) -> list[Check]:
     except InvalidInputError as exc:
         bad = Check("settings", False, str(exc), "fix or unset the variable (README: Settings)")
         return [c for group in [_tvm, lambda: [bad], *cuda_checks] for c in group()]
-    groups = [_tvm, lambda: _zig(settings.zig_cache_dir), *cuda_checks, lambda: _cache(settings.cache_dir, settings.cache_readonly)]
+    groups = [_tvm, lambda: _zig(settings.zig_cache_dir), *cuda_checks,
+              lambda: _cache(settings.cache_dir, settings.cache_readonly)]
     return [c for group in groups for c in group()]
