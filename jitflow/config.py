@@ -22,7 +22,10 @@ CUDA_HOME_VARIABLES = ("CUDA_HOME", "CUDA_PATH")
 #: name -> (default, meaning); README's settings table is written from this.
 ENVIRONMENT = {
     "JITFLOW_CACHE_DIR": ("the user cache directory (platformdirs)", "where built libraries are kept"),
-    "JITFLOW_CACHE": ("1", "0 disables the disk cache (every jit() builds in a temporary folder)"),
+    "JITFLOW_CACHE": ("1", "0 disables the disk cache (every jit() builds in a temporary folder); readonly: "
+                           "lookups only, a miss is a CacheMissError and nothing is built or written"),
+    "JITFLOW_RECORD": ("unset", "a file: every key the process obtains (hit or build) is appended to it as a "
+                                "JSON line, for `jitflow cache pack --manifest`"),
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
     "JITFLOW_CUDA_FLOOR": ("the compiler's major version .0 (13.0)",
                            "oldest driver (CUDA version) a CUDA library must load on; decides the fatbin's PTX ISA"),
@@ -63,6 +66,7 @@ _SIZE_SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+READONLY = "readonly"   # JITFLOW_CACHE / cache=: lookups only, nothing built or written under the cache folder
 
 
 #: the largest values the parsers accept: a size that a file or a disk can have (8 EiB), a duration of a
@@ -307,6 +311,8 @@ class Settings(NamedTuple):
     tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda_flags.py)
     cpu_level: str | None = None        # a level's name (targets/cpu_level.py); None: the baseline
     cpu_level_from: str = "cpu_level"   # where it was given, for messages
+    cache_readonly: bool = False        # lookups only: a miss is a CacheMissError (cache_enabled is then True)
+    record: Path | None = None          # where each obtained key is appended (cache/record.py); None: nowhere
 
 
 def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:
@@ -331,6 +337,26 @@ def resolve_cpu_level(value: str | None = None) -> tuple[str | None, str]:
     return cpu_level.normalize(os.environ.get("JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"), "JITFLOW_CPU_LEVEL"
 
 
+def cache_mode(value: Any, variable: bool = False) -> tuple[bool, bool]:
+    """cache= (or JITFLOW_CACHE's text, `variable`) as (enabled, readonly): True/1, False/0 or "readonly"."""
+    word = value.strip().lower() if isinstance(value, str) else None
+    if word == READONLY:
+        return True, True
+    if isinstance(value, bool) or (variable and word in _TRUE | _FALSE):
+        return value if isinstance(value, bool) else word in _TRUE, False
+    raise InvalidInputError(f"JITFLOW_CACHE={value!r} is not a boolean or {READONLY}; use 1, 0 or {READONLY}"
+                            if variable else f"cache must be True, False, {READONLY!r} or None (the default: "
+                            f"JITFLOW_CACHE), not {value!r}")
+
+
+def resolve_record(value: str | os.PathLike | None = None) -> Path | None:
+    """record= if given, else JITFLOW_RECORD, else None: the file obtained keys are appended to (absolute)."""
+    raw = os.environ.get("JITFLOW_RECORD", "").strip() if value is None else value
+    if not isinstance(raw, (str, os.PathLike)) or (value is not None and not str(raw).strip()):
+        raise InvalidInputError(f"record must be the path of a file (str or os.PathLike), not {value!r}")
+    return Path(raw).expanduser().absolute() if str(raw) else None
+
+
 def check_cache_dir(cache_dir: Any) -> None:
     """Refuse a cache_dir that is not a path, or is empty (it would put the cache in the current folder)."""
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
@@ -341,17 +367,18 @@ def check_cache_dir(cache_dir: Any) -> None:
 
 def _check_arguments(cache_dir: Any, cache: Any, cuda_compiler: Any) -> None:
     """Refuse arguments of the wrong type: cache="no" must not read as True."""
-    if cache is not None and not isinstance(cache, bool):
-        raise InvalidInputError(f"cache must be True, False or None (the default: JITFLOW_CACHE), not {cache!r}")
+    if cache is not None:
+        cache_mode(cache)
     check_cache_dir(cache_dir)
     if cuda_compiler is not None and not isinstance(cuda_compiler, str):
         raise InvalidInputError(f"cuda_compiler must be one of {', '.join(CUDA_COMPILERS)}, "
                                 f"not {type(cuda_compiler).__name__}")
 
 
-def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = None,
+def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | str | None = None,
             cuda_compiler: str | None = None, cuda_floor: str | float | None = None,
-            cache_salt: str | None = None, cpu_level: str | None = None) -> Settings:
+            cache_salt: str | None = None, cpu_level: str | None = None,
+            record: str | os.PathLike | None = None) -> Settings:
     """Resolve settings: explicit arguments win over JITFLOW_* variables, which win over defaults."""
     _check_arguments(cache_dir, cache, cuda_compiler)
     if cache_dir is None:
@@ -359,7 +386,8 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
         directory = Path(env_dir) if env_dir else default_cache_dir()
     else:
         directory = Path(cache_dir)
-    enabled = _env_bool("JITFLOW_CACHE", True) if cache is None else bool(cache)
+    enabled, readonly = cache_mode(cache) if cache is not None else \
+        cache_mode(os.environ.get("JITFLOW_CACHE", "").strip() or "1", variable=True)
     compiler = (cuda_compiler or os.environ.get("JITFLOW_CUDA_COMPILER", "") or "nvrtc").strip().lower()
     if compiler not in CUDA_COMPILERS:
         raise InvalidInputError(
@@ -377,4 +405,5 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | None = Non
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,
                     cache_max_size=max_size, remote=resolve_remote(), progress=progress_mode(),
                     cuda_floor=resolve_cuda_floor(cuda_floor), cache_salt=salt, build_jobs=int(jobs) or None,
-                    tvm_cuda=resolve_tvm_cuda(), cpu_level=level, cpu_level_from=level_from)
+                    tvm_cuda=resolve_tvm_cuda(), cpu_level=level, cpu_level_from=level_from,
+                    cache_readonly=readonly, record=resolve_record(record))

@@ -153,6 +153,40 @@ class UntrustedFolderError(CacheError):
             f"by others (chmod go-w), {fix}")
 
 
+class CacheMissError(CacheError):
+    """A read-only cache (JITFLOW_CACHE=readonly, cache="readonly") has no usable entry for a key:
+    nothing is built. Carries the key, the module's label, the target and why the entry was not used."""
+
+    def __init__(self, key: str, label: str, target: str, cache_dir: Path | str, reason: str | None = None) -> None:
+        self.key, self.label, self.target, self.reason = key, label, target, reason
+        self.cache_dir = Path(cache_dir)
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"the read-only cache {self.cache_dir} has no entry for key {key} (module {label}, target {target})"
+            f"{why}, and nothing is built in read-only mode. Fix: run the workload where building is allowed "
+            f"with JITFLOW_RECORD=record.jsonl, then `jitflow cache pack bundle.tar --manifest record.jsonl` "
+            f"there and `jitflow cache unpack bundle.tar --cache-dir {self.cache_dir}` here "
+            f"(docs/deploy.md); or set JITFLOW_CACHE=1 to build")
+
+
+class RecordError(JitflowError):
+    """The record of obtained keys (JITFLOW_RECORD, record=) cannot be written: the message names the
+    file and why. Raised rather than losing the line, since a record with holes packs a bundle with holes."""
+
+
+class EntryRefusedError(CacheError):
+    """An entry that came from elsewhere (the shared tier, a build farm worker, a bundle), or one about
+    to leave the cache for elsewhere, failed the cache's checks (metadata, key, format, the library's
+    size and sha256, its file names): nothing was installed or sent."""
+
+
+class BundleError(InvalidInputError):
+    """A cache bundle (`jitflow cache pack`/`unpack`) cannot be made or read as asked: a key that is
+    not in the cache, a record line that names no key, or a bundle that failed a check (a damaged,
+    extra, missing or foreign member, a link, a path leaving the cache, a format this jitflow cannot
+    read). An unpack refused this way installed nothing."""
+
+
 class LibraryFormatError(JitflowError):
     """A library or one of its embedded blobs is malformed."""
 

@@ -90,15 +90,18 @@ class Executable:
         """The caller's objects this build uses that do not travel (its PassContext, a Relax Pass)."""
         return self._in_process
 
-    def with_cache(self, cache: bool | None = None, cache_dir: str | os.PathLike | None = None) -> Executable:
+    def with_cache(self, cache: bool | str | None = None, cache_dir: str | os.PathLike | None = None,
+                   record: str | os.PathLike | None = None) -> Executable:
         """The same module, target and options (the same key), kept in another cache: `cache=False`
-        builds without reading or writing one, `cache_dir` names the cache folder; None keeps this
-        one's setting. Nothing is built."""
-        if cache is not None and not isinstance(cache, bool):
-            raise InvalidInputError(f"cache must be True, False or None, not {cache!r}")
+        builds without reading or writing one, `cache="readonly"` only looks up (a miss is a
+        CacheMissError), `cache_dir` names the cache folder, `record` the file obtained keys are
+        appended to; None keeps this one's setting. Nothing is built."""
+        enabled, readonly = (self.settings.cache_enabled, self.settings.cache_readonly) if cache is None \
+            else config.cache_mode(cache)
         config.check_cache_dir(cache_dir)
         settings = self.settings._replace(
-            cache_enabled=self.settings.cache_enabled if cache is None else cache,
+            cache_enabled=enabled, cache_readonly=readonly,
+            record=self.settings.record if record is None else config.resolve_record(record),
             cache_dir=self.settings.cache_dir if cache_dir is None else Path(cache_dir).expanduser().absolute())
         return Executable(self._mod, self.target, settings, self._asked, self._in_process)
 
@@ -167,6 +170,10 @@ class Executable:
             if cached is not None:   # the metadata comes with it: the entry may be in the fallback folder
                 self._module, self._meta = cached
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
+                if self.settings.record is not None:
+                    from .cache import record
+
+                    record.obtained(self.settings.record, self.key, self._meta, "memory", self.settings.cache_dir)
                 return self._module
             with self._obtain() as got:
                 module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
@@ -272,10 +279,11 @@ def _has_function(module: Any, name: str) -> bool:
 
 def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None = None,
             cuda_compiler: str | None = None, pass_config: dict[str, Any] | None = None,
-            device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
+            device_options: list[str] | tuple[str, ...] = (), cache: bool | str | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
             cuda_floor: str | float | None = None, cache_salt: str | None = None,
-            cpu_level: str | None = None, name: str | None = None) -> Executable:
+            cpu_level: str | None = None, name: str | None = None,
+            record: str | os.PathLike | None = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
@@ -296,6 +304,10 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     "armv8.2-a", "neoverse-n1", "neoverse-v1", "neoverse-v2" for aarch64; "native" (this machine's
     CPU, resolved now to its concrete features). The library then loads only where the CPU has them.
     name: a label for the cache entry (`jitflow cache ls` shows it); not part of the key.
+    cache: True (default JITFLOW_CACHE, else True), False (build in a temporary folder) or "readonly"
+    (lookups only: a miss is a CacheMissError; nothing is built or written under the cache folder).
+    record: a file each key this executable obtains is appended to, as a JSON line (default
+    JITFLOW_RECORD; cache/record.py says what a line holds); not part of the key.
     """
     import tvm
 
@@ -308,7 +320,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
     settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
-                              cache_salt=cache_salt, cpu_level=cpu_level)
+                              cache_salt=cache_salt, cpu_level=cpu_level, record=record)
     spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host)
     level = resolve_cpu_level(settings.cpu_level, spec.host, lambda: cpu_features.this_cpu().features,
                               machine_host(), settings.cpu_level_from)

@@ -1,5 +1,8 @@
 """The pipeline, the one place that knows the order of things:
-key -> disk cache -> shared tier -> build (builder/steps.py) -> store -> evict; loading is the caller's.
+key -> disk cache -> shared tier -> build (builder/steps.py) -> store -> evict -> record; loading is the
+caller's. A read-only cache (JITFLOW_CACHE=readonly) stops after the shared tier: the rest of a
+miss is a CacheMissError (cache/readonly.py), and nothing is counted, touched or written under the
+cache folder. What was obtained is appended to the record when one is asked for (cache/record.py).
 
 A hit needs only the lookup: the builder, the shared tier (only where JITFLOW_REMOTE_CACHE is set)
 and the cache's admin (the size cap, after a publish) are imported where they are first used.
@@ -43,6 +46,7 @@ class BuildInfo:
 
     key: str
     outcome: str                       # "hit" (disk cache), "shared" (shared tier), "built", or "memory"
+                                       # (cache/record.py's OUTCOMES)
     stages: dict[str, float] = field(default_factory=dict)
     total: float = 0.0
     library: Path | None = None
@@ -65,7 +69,7 @@ class Obtained:
     library: LibraryFile
     meta: dict[str, Any]
     info: BuildInfo
-    owner: Cache | NullCache
+    owner: Any                         # Cache, NullCache, or a read-only miss's TransientCache
 
     @property
     def path(self) -> Path:
@@ -106,7 +110,14 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
         found = cache.lookup(key, inputs)
         if found is not None:
             break
-    if found is None:
+    if found is None and settings.cache_readonly:      # never built: the shared tier's entry, or an error
+        from .cache import readonly
+
+        shared = readonly.from_shared(settings, cache_key) if not cache_key.uncacheable else None
+        if shared is None:
+            raise readonly.miss(folders.configured, cache_key, mod, spec, settings, options)
+        (found, cache), info.outcome = shared, "shared"
+    elif found is None:
         cache = NullCache(folders) if cache_key.uncacheable else folders.for_building()
         if isinstance(cache, NullCache):
             found = _build_uncached(cache, cache_key, mod, spec, settings, options, in_process, info, recheck,
@@ -116,10 +127,36 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
             found = _build_once(cache, cache_key, mod, spec, settings, options, in_process, info, recheck,
                                 deadline)
     info.total, info.library = time.perf_counter() - start, found[0].path
-    if isinstance(cache, Cache):
+    if isinstance(cache, Cache) and not settings.cache_readonly:
         counters.record(cache.root, info.outcome, info.total, found[1])
     log.info("jitflow: %s%s", info, " (cache disabled)" if isinstance(cache, NullCache) else "")
-    return Obtained(found[0], found[1], info, cache)
+    got = Obtained(found[0], found[1], info, cache)
+    if settings.record is not None:
+        with _closed_on_error(got):
+            _record(settings, got)
+    return got
+
+
+def _record(settings: Settings, got: Obtained) -> None:
+    """Append what was obtained to the record (cache/record.py); a build that is not cached is not."""
+    from .cache import record
+
+    if isinstance(got.owner, Cache):
+        record.obtained(settings.record, got.info.key, got.meta, got.info.outcome, got.owner.folder)
+    elif settings.cache_readonly:      # the shared tier's, in a read-only process: the configured cache's key
+        record.obtained(settings.record, got.info.key, got.meta, got.info.outcome, settings.cache_dir)
+    else:
+        record.not_cached(settings.record, got.info.key, "caching is off" if settings.cache_enabled is False
+                          else "this module cannot be cached")
+
+
+@contextmanager
+def _closed_on_error(got: Obtained) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        got.close()
+        raise
 
 
 def _say_uncacheable(reason: str) -> None:

@@ -24,7 +24,8 @@ FORBIDDEN = (
     "jitflow.toolchain.link", "jitflow.toolchain.host_libs", "jitflow.toolchain.builtins_c",
     "jitflow.toolchain.nvrtc", "jitflow.toolchain.nvcc", "jitflow.toolchain.cccl_shim",
     "jitflow.toolchain.fatbin_build", "jitflow.toolchain.nvjitlink", "jitflow.toolchain.ptx_floor",
-    "jitflow.cache.shared.tier", "jitflow.cache.admin",
+    "jitflow.cache.shared.tier", "jitflow.cache.admin", "jitflow.cache.door",
+    "jitflow.cache.bundle", "jitflow.cache.bundle_format", "jitflow.cache.bundle_unpack",
 )
 
 #: the hits, one step at a time; after each, the forbidden modules imported so far

@@ -10,8 +10,10 @@ from jitflow.errors import InvalidInputError
 
 
 @pytest.mark.parametrize("kwargs, says", [
-    ({"cache": "no"}, "cache must be True, False or None"),
-    ({"cache": 0}, "cache must be True, False or None"),
+    ({"cache": "no"}, "cache must be True, False, 'readonly' or None"),
+    ({"cache": 0}, "cache must be True, False, 'readonly' or None"),
+    ({"record": 3}, "record must be the path of a file"),
+    ({"record": " "}, "record must be the path of a file"),
     ({"cache_dir": 3}, "cache_dir must be a path"),
     ({"cache_dir": " "}, "cache_dir is empty"),
     ({"cuda_compiler": 3}, "cuda_compiler must be one of nvrtc, nvcc"),
@@ -52,6 +54,29 @@ def test_false_and_none_still_mean_what_they_say(cache_dir):
     assert jitflow.compile(kernels.axpb(), "c", cache=None).settings.cache_enabled
 
 
+@pytest.mark.parametrize("value", ["readonly", "ReadOnly", " readonly "])
+def test_readonly_is_a_cache_mode_by_argument_and_by_variable(cache_dir, monkeypatch, value):
+    settings = jitflow.compile(kernels.axpb(), "c", cache=value).settings
+    assert settings.cache_enabled and settings.cache_readonly
+    monkeypatch.setenv("JITFLOW_CACHE", value)
+    settings = jitflow.compile(kernels.axpb(), "c").settings
+    assert settings.cache_enabled and settings.cache_readonly
+    # the argument wins over the variable, both ways
+    assert not jitflow.compile(kernels.axpb(), "c", cache=True).settings.cache_readonly
+    exe = jitflow.compile(kernels.axpb(), "c", cache=True).with_cache("readonly")
+    assert exe.settings.cache_readonly and not exe.with_cache(False).settings.cache_enabled
+    with pytest.raises(InvalidInputError, match="cache must be True, False, 'readonly' or None"):
+        exe.with_cache("read-only")
+
+
+def test_record_comes_from_the_argument_else_the_variable_made_absolute(cache_dir, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert jitflow.compile(kernels.axpb(), "c").settings.record is None
+    monkeypatch.setenv("JITFLOW_RECORD", "env.jsonl")
+    assert jitflow.compile(kernels.axpb(), "c").settings.record == tmp_path / "env.jsonl"
+    assert jitflow.compile(kernels.axpb(), "c", record="arg.jsonl").settings.record == tmp_path / "arg.jsonl"
+
+
 @pytest.mark.parametrize("variable, says", [
     ("JITFLOW_LOG", "JITFLOW_LOG='bogus' is not a level"),
     ("JITFLOW_PROGRESS", "JITFLOW_PROGRESS='bogus' is not auto, 1 or 0"),
@@ -68,7 +93,7 @@ def test_a_bad_log_or_progress_setting_warns_once(cache_dir, variable, says):
 
 def test_a_bad_boolean_or_size_setting_is_an_error(cache_dir, monkeypatch):
     monkeypatch.setenv("JITFLOW_CACHE", "maybe")
-    with pytest.raises(InvalidInputError, match="JITFLOW_CACHE='maybe' is not a boolean"):
+    with pytest.raises(InvalidInputError, match="JITFLOW_CACHE='maybe' is not a boolean or readonly"):
         jitflow.compile(kernels.axpb(), "c")
     monkeypatch.setenv("JITFLOW_CACHE", "1")
     monkeypatch.setenv("JITFLOW_CACHE_MAX_SIZE", "lots")

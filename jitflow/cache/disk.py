@@ -51,15 +51,16 @@ def sha256_fd(fd: int) -> str:
     return h.hexdigest()
 
 
-def _checked(fd: int, where: str, folder: bool) -> int:
-    """`fd` if it is a folder (or a regular file) of this user that others cannot write; else _Refused."""
+def _checked(fd: int, where: str, folder: bool, readonly: bool = False) -> int:
+    """`fd` if it is a folder (or a regular file) of this user (or, `readonly`, of root) that others
+    cannot write; else _Refused."""
     st = os.fstat(fd)
     kind_ok = stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)
     problem = None
     if not kind_ok:
         problem = f"{where} is not a {'folder' if folder else 'regular file'}"
-    elif st.st_uid != os.getuid():
-        problem = f"{where} is owned by user {st.st_uid}, not {os.getuid()}"
+    elif st.st_uid != os.getuid() and not (readonly and st.st_uid == 0):
+        problem = f"{where} is owned by user {st.st_uid}, not {os.getuid()}" + (" or root" if readonly else "")
     elif st.st_mode & 0o022:
         problem = f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     if problem:
@@ -68,7 +69,7 @@ def _checked(fd: int, where: str, folder: bool) -> int:
     return fd
 
 
-def _open(name: str | os.PathLike, where: str, dir_fd: int | None, folder: bool) -> int:
+def _open(name: str | os.PathLike, where: str, dir_fd: int | None, folder: bool, readonly: bool = False) -> int:
     """Open one component without following a link, and check it."""
     try:
         fd = os.open(name, _DIR_FLAGS if folder else _FILE_FLAGS, dir_fd=dir_fd)
@@ -80,13 +81,22 @@ def _open(name: str | os.PathLike, where: str, dir_fd: int | None, folder: bool)
         if exc.errno == errno.ENOTDIR:
             raise _Refused(f"{where} is not a folder") from None
         raise _Refused(f"{where}: {exc.strerror}") from None
-    return _checked(fd, where, folder)
+    return _checked(fd, where, folder, readonly)
 
 
 class Cache:
-    """A jitflow cache directory (its format version folder under the configured root)."""
+    """A jitflow cache directory (its format version folder under the configured root).
 
-    def __init__(self, root: Path) -> None:
+    `readonly` (JITFLOW_CACHE=readonly): lookups only, and nothing is written under the folder (not
+    even an entry's last use). Since nothing is written, a folder that root owns is trusted as
+    well as one of this user's: a cache unpacked into a container image by root and served by
+    another user. Either way, nobody else may be able to write it or a folder above it.
+    """
+
+    def __init__(self, root: Path, readonly: bool = False) -> None:
+        self.readonly = readonly
+        #: why the last lookup found no usable entry, when something was there but refused (or None)
+        self.refusal: str | None = None
         self.folder = Path(root)
         self.root = self.folder / f"v{FORMAT_VERSION}"
         self.entries = self.root / "entries"
@@ -126,31 +136,36 @@ class Cache:
         """The verified library (held open) and metadata of `key`, or None (missing, unsafe or bad: rebuild).
 
         `expect` is the key's inputs (versions, target, options): an entry recording others is refused.
-        A cache folder that others could change gives None here; ensure() then says why.
+        A cache folder that others could change gives None here; ensure() then says why (and
+        `refusal`, for a read-only cache).
         """
-        if folder_trust.folder_problem(self.root) is not None:
+        self.refusal = folder_trust.folder_problem(self.root, installed=self.readonly)
+        if self.refusal is not None:
             return None
         try:
             return self._open_entry(key, expect)
         except FileNotFoundError:
             return None
         except _Refused as exc:
-            log.warning("jitflow: cache entry %s refused (%s); rebuilding", key[:12], exc)
+            self.refusal = f"its entry was refused: {exc}"
+            log.warning("jitflow: cache entry %s refused (%s); %s", key[:12], exc,
+                        "not used (read-only cache)" if self.readonly else "rebuilding")
             return None
 
     def _open_entry(self, key: str, expect: dict[str, Any] | None) -> tuple[LibraryFile, dict[str, Any]]:
         """Walk root -> entries -> shard -> entry through descriptors, then read and verify the entry."""
         entry = self.entry(key)
-        fd = _open(self.root, str(self.root), None, folder=True)
+        ro = self.readonly
+        fd = _open(self.root, str(self.root), None, folder=True, readonly=ro)
         try:
             for name in ("entries", key[:2], key):
                 parent, fd = fd, -1
                 try:
-                    fd = _open(name, name, parent, folder=True)
+                    fd = _open(name, name, parent, folder=True, readonly=ro)
                 finally:
                     os.close(parent)
             try:
-                meta_fd = _open(META, META, fd, folder=False)
+                meta_fd = _open(META, META, fd, folder=False, readonly=ro)
             except FileNotFoundError:
                 raise _Refused("no metadata") from None
             with os.fdopen(meta_fd, "rb") as f:
@@ -159,7 +174,7 @@ class Cache:
             if problem:
                 raise _Refused(problem)
             try:
-                lib_fd = _open(LIBRARY, LIBRARY, fd, folder=False)
+                lib_fd = _open(LIBRARY, LIBRARY, fd, folder=False, readonly=ro)
             except FileNotFoundError:
                 raise _Refused("library missing") from None
             library = LibraryFile(lib_fd, entry.library)
@@ -168,7 +183,8 @@ class Cache:
             if problem:
                 library.close()
                 raise _Refused(problem)
-            _touch(USED, fd)
+            if not ro:
+                _touch(USED, fd)
             return library, meta
         finally:
             if fd >= 0:
@@ -213,23 +229,11 @@ class Cache:
             folder_trust.make_private_folder(final.parent, FIX)
             if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
                 discard(final, self.staging_root)
-            os.rename(folder, final)
-            folder.mkdir()  # so that staging()'s cleanup finds a folder to remove
+            os.rename(folder, final)   # staging()'s cleanup then finds nothing to remove
         except BaseException:
             library.close()
             raise
         return library, meta
-
-
-    def install(self, key: str, meta: dict[str, Any], files: dict[str, bytes]) -> tuple[LibraryFile, dict[str, Any]]:
-        """Publish an entry made elsewhere (the shared tier, a build farm's worker) from its files
-        ({name in the entry folder: bytes}, checked by the caller); returns what publish() returns."""
-        with self.staging(key) as folder:
-            for name, data in files.items():
-                path = folder / name
-                path.parent.mkdir(exist_ok=True)
-                path.write_bytes(data)
-            return self.publish(key, folder, meta)
 
 
 def _touch(name: str, dir_fd: int) -> None:

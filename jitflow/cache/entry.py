@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ META = "meta.json"
 USED = "last_used"
 SOURCES = "src"
 HOST_C = "host.c"
+MEMORY = "memory.json"     # formats/memory_facts.py reads it
+#: the names (relative to the entry folder) of the files that make an entry, and so travel with it to
+#: other caches; last_used stays behind (it is this cache's own record of use)
+TRAVELLING = re.compile(rf"({re.escape(LIBRARY)}|{re.escape(META)}|{re.escape(MEMORY)}|{SOURCES}/[A-Za-z0-9_][A-Za-z0-9_.-]*)")
 #: a meta.json is about 1.5 KB; larger or deeper than this it was not written by jitflow
 META_MAX_BYTES = 1 << 20
 META_MAX_DEPTH = 32
@@ -89,6 +94,13 @@ class Entry:
                 return read_meta_file(f)
         except OSError as exc:
             return None, f"metadata unreadable ({exc.strerror or exc})"
+
+    def travelling_files(self) -> list[str]:
+        """The files of this folder that make the entry (TRAVELLING), library first; links and
+        other kinds of file are left out."""
+        names = [LIBRARY, META, MEMORY] + self.source_names()
+        return [n for n in names if TRAVELLING.fullmatch(n) and (self.folder / n).is_file()
+                and not (self.folder / n).is_symlink()]
 
     def read_source(self, path: Path) -> str | None:
         try:
@@ -231,3 +243,12 @@ def target_text(target: dict[str, Any] | None, host: bool = True) -> str:
     if host and target.get("host"):
         text += f" for {target['host']}"
     return text
+
+
+def label(name: str | None, functions: list[str]) -> str:
+    """An entry's label as `jitflow cache ls` shows it: the name it was built under (compile(name=),
+    FILE.py:NAME), else its functions (the first three, then how many more)."""
+    if name:
+        return name
+    shown = ",".join(functions[:3]) + (f" +{len(functions) - 3}" if len(functions) > 3 else "")
+    return shown

@@ -13,6 +13,8 @@ The location rules:
   of its own (and says so);
 - with caching off, nothing is looked up or kept: each build gets a temporary folder of its own
   (NullCache), removed when its library is released;
+- a read-only cache (JITFLOW_CACHE=readonly) is the configured folder alone, looked up and never
+  written (disk.py says which folders it trusts): no fallback folder, since nothing is built;
 - the admin commands (`jitflow cache ...`) work on the configured folder only, and refuse one that
   others could change, with the reason (CacheFolders.for_admin).
 
@@ -81,7 +83,7 @@ class CacheFolders:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.configured = Cache(settings.cache_dir)
+        self.configured = Cache(settings.cache_dir, readonly=settings.cache_readonly)
         self._building: Cache | None = None
 
     def search(self) -> Iterator[Cache]:
@@ -90,6 +92,8 @@ class CacheFolders:
         if not self.settings.cache_enabled:
             return
         yield self.configured     # its lookup refuses it if others could change it (disk.py)
+        if self.settings.cache_readonly:
+            return                # nothing is built, so there is no fallback folder to look in
         building = self.for_building()
         if building is not self.configured:
             yield building
@@ -111,6 +115,9 @@ class CacheFolders:
         why); a NullCache with caching off."""
         if not self.settings.cache_enabled:
             return NullCache(self)
+        if self.settings.cache_readonly:
+            raise CacheError(f"the cache {self.configured.folder} is read-only (JITFLOW_CACHE=readonly): "
+                             "nothing is built or stored in it")
         if self._building is None:
             self._building = usable(self.configured)
         return self._building
@@ -130,13 +137,16 @@ class CacheFolders:
         return self.configured
 
     def problem(self) -> str | None:
-        """Why builds do not use the configured folder (they use the fallback then), or None.
-        Looks only: creates nothing."""
+        """Why builds do not use the configured folder (they use the fallback then), or None; for a
+        read-only cache, why lookups cannot use it. Looks only: creates nothing."""
         from ..doctor.checks import cache_dir_problem
 
-        found = cache_dir_problem(self.configured.folder)
+        readonly = self.settings.cache_readonly
+        found = cache_dir_problem(self.configured.folder, writing=not readonly)
         if found:
             return found
+        if readonly and not os.path.isdir(self.configured.root):
+            return f"{self.configured.root} does not exist (nothing was unpacked into it)"
         untrusted = self._untrusted()
         return f"not trusted: {untrusted}" if untrusted else None
 
@@ -144,7 +154,7 @@ class CacheFolders:
         """Why others could change the configured cache (its deepest existing folder), or None."""
         for folder in (self.configured.root, self.configured.folder):
             if os.path.lexists(folder):
-                return folder_trust.folder_problem(folder)
+                return folder_trust.folder_problem(folder, installed=self.configured.readonly)
         return folder_trust.folder_problem(_existing_parent(self.configured.folder), parent=True)
 
 

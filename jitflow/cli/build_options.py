@@ -16,10 +16,10 @@ from ..targets.spec import DEFAULT_TARGET
 BUILD_FLAGS = {"--target": "target", "--arch": "arch", "--host": "host", "--cuda-compiler": "cuda_compiler",
                "--pass-config": "pass_config", "--device-option": "device_option",
                "--relax-pipeline": "relax_pipeline", "--cuda-floor": "cuda_floor", "--cpu-level": "cpu_level",
-               "--no-cache": "no_cache",
-               "--cache-dir": "cache_dir"}
+               "--no-cache": "no_cache", "--cache": "cache",
+               "--cache-dir": "cache_dir", "--record": "record"}
 #: the build options that say where the library is kept, not how it is built: taken with an Executable too
-CACHE_FLAGS = ("--no-cache", "--cache-dir")
+CACHE_FLAGS = ("--no-cache", "--cache", "--cache-dir", "--record")
 
 
 def add(p: argparse.ArgumentParser) -> None:
@@ -49,6 +49,12 @@ def add(p: argparse.ArgumentParser) -> None:
     g.add_argument("--relax-pipeline", default=None, metavar="NAME",
                    help="Relax modules: a pipeline name of tvm.relax.get_pipeline (default: TVM's for the target)")
     g.add_argument("--no-cache", action="store_true", help="build without reading or writing the cache")
+    g.add_argument("--cache", choices=["readonly"], default=None,
+                   help="readonly: look the library up only; a miss is an error (exit status 3), nothing is "
+                        "built and nothing is written under the cache folder (default: JITFLOW_CACHE)")
+    g.add_argument("--record", default=None, metavar="FILE",
+                   help="append the key of the library obtained to FILE as a JSON line, for `jitflow cache pack "
+                        "--manifest FILE` (default: JITFLOW_RECORD)")
     g.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="the cache to use (default: JITFLOW_CACHE_DIR, else the user cache folder)")
 
@@ -120,8 +126,8 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
         if flags:
             raise InvalidInputError(f"{spec} is a jitflow Executable: its target and options are set in the "
                                     f"file; leave out {', '.join(flags)} or name the module instead")
-        if args.no_cache or args.cache_dir is not None:
-            return obj.with_cache(cache=False if args.no_cache else None, cache_dir=args.cache_dir)
+        if args.no_cache or args.cache or args.cache_dir is not None or args.record is not None:
+            return obj.with_cache(cache=_cache_mode(args), cache_dir=args.cache_dir, record=args.record)
         return obj
     target = args.target or DEFAULT_TARGET
     archs = arch_list(args.arch)
@@ -136,6 +142,13 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
     pass_context.check_config(options, "--pass-config")      # in command-line words
     return executable.compile(obj, target, arch=archs, host=args.host, cuda_compiler=args.cuda_compiler,
                               pass_config=options, device_options=list(args.device_option),
-                              cache=False if args.no_cache else None, cache_dir=args.cache_dir,
+                              cache=_cache_mode(args), cache_dir=args.cache_dir, record=args.record,
                               relax_pipeline=args.relax_pipeline, cuda_floor=args.cuda_floor,
                               cpu_level=args.cpu_level, name=spec)
+
+
+def _cache_mode(args: argparse.Namespace) -> bool | str | None:
+    """--no-cache (False) or --cache readonly, refused together; None: JITFLOW_CACHE."""
+    if args.no_cache and args.cache:
+        raise InvalidInputError("--no-cache and --cache readonly contradict each other; give one")
+    return False if args.no_cache else args.cache

@@ -1,10 +1,11 @@
-"""`jitflow cache ls|info|prune|clear`: see and manage the local cache (prune and clear: cache_prune.py)."""
+"""`jitflow cache ls|info|stats|prune|clear|pack|unpack`: see and manage the local cache (prune and clear:
+cache_prune.py; pack and unpack: cache_bundle.py)."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from . import cache_prune, cache_stats
+from . import cache_bundle, cache_prune, cache_stats
 from .cache_common import (ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, note_refused,
                            open_cache)
 from .exit_codes import EXIT_NO, EXIT_OK
@@ -15,7 +16,7 @@ INFO_SCHEMA = "jitflow.cache-info/1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="list, measure, count, prune or clear the cache",
+    p = sub.add_parser("cache", help="list, measure, count, prune, clear, pack or unpack the cache",
                        description="See and manage jitflow's cache (JITFLOW_CACHE_DIR).")
     cache_dir_option(p)
     csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            description="Exit status 1 when the cache folder cannot be used.")
     json_option(info, INFO_SCHEMA)
     info.set_defaults(func=run_info)
-    for action in (ls, info, *cache_prune.register(csub), *cache_stats.register(csub)):
+    for action in (ls, info, *cache_prune.register(csub), *cache_stats.register(csub),
+                   *cache_bundle.register(csub)):
         cache_dir_option(action, argparse.SUPPRESS)   # also after the action: cache ls --cache-dir DIR
 
 
@@ -82,7 +84,7 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
         shared = {"url": None if problem else _without_password(settings.remote.url), "problem": problem,
                   "counters": {n: counts.get(n, 0) for n in COUNTERS}}
     return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "entries_folder": str(cache.root),
-            "enabled": settings.cache_enabled,
+            "enabled": settings.cache_enabled, "readonly": settings.cache_readonly,
             "problem": location.open_cache(settings).problem() if settings.cache_enabled else None,
             "entries": len(rows), "size": size, "cap": settings.cache_max_size, "hosts": hosts,
             "zig_cache": {"path": str(zig_dir), "size": zig_size},
@@ -90,8 +92,12 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
 
 
 def _enabled_text(d: dict[str, Any]) -> str:
+    if d["problem"] and d["readonly"]:
+        return f"no: {d['problem']} (read-only: every lookup is a miss; set JITFLOW_CACHE_DIR)"
     if d["problem"]:
         return f"no: {d['problem']} (builds use a per-user temporary cache instead; set JITFLOW_CACHE_DIR)"
+    if d["readonly"]:
+        return "read-only (JITFLOW_CACHE=readonly: lookups only, nothing built or written)"
     return "yes" if d["enabled"] else "no (JITFLOW_CACHE=0: every build uses a temporary folder)"
 
 

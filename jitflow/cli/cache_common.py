@@ -34,14 +34,12 @@ def open_cache(args: argparse.Namespace, check: bool = True) -> tuple[Any, Any]:
     return settings, folders.for_admin() if check else folders.configured
 
 
-def _functions(names: list[str]) -> str:
-    return ",".join(names) if len(names) <= 3 else ",".join(names[:3]) + f" +{len(names) - 3}"
-
-
 def entry_row(e: Any) -> list[str]:
     """One cache entry (admin.EntryInfo) as a row under ENTRY_HEADER: the module is the name it was
     built under (FILE.py:NAME on the command line, compile(name=...)), else its functions."""
-    module = (e.name or _functions(e.functions)) if e.readable else "(unreadable)"
+    from ..cache.entry import label
+
+    module = label(e.name, e.functions) if e.readable else "(unreadable)"
     return [e.key[:12], module, e.target, e.host,
             human_size(e.size), when(e.created), when(e.last_used)]
 

@@ -160,7 +160,20 @@ def cache_dir_problem(path: Path, writing: bool = True) -> str | None:
     return None
 
 
-def _cache(cache_dir: Path) -> list[Check]:
+def _readonly_cache(cache_dir: Path) -> list[Check]:
+    """JITFLOW_CACHE=readonly: the folder must exist and be trusted for reading; nothing is written."""
+    from ..files import folder_trust
+
+    problem = folder_trust.folder_problem(cache_dir, installed=True)
+    if problem:
+        return [Check("cache directory", False, f"read-only cache: {problem}", "unpack a bundle into it "
+                      "(docs/deploy.md), as this user or root, and make it readable; or set JITFLOW_CACHE_DIR")]
+    return [Check("cache directory", True, f"{cache_dir} (read-only: lookups only, JITFLOW_CACHE=readonly)")]
+
+
+def _cache(cache_dir: Path, readonly: bool = False) -> list[Check]:
+    if readonly:
+        return _readonly_cache(cache_dir)
     fix = "set JITFLOW_CACHE_DIR to a writable folder"
     problem = cache_dir_problem(cache_dir)
     if problem:
@@ -192,5 +205,6 @@ def run_checks(cuda: bool = True) -> list[Check]:
     except InvalidInputError as exc:
         bad = Check("settings", False, str(exc), "fix or unset the variable (README: Settings)")
         return [c for group in [_tvm, lambda: [bad], *cuda_checks] for c in group()]
-    groups = [_tvm, lambda: _zig(settings.zig_cache_dir), *cuda_checks, lambda: _cache(settings.cache_dir)]
+    groups = [_tvm, lambda: _zig(settings.zig_cache_dir), *cuda_checks,
+              lambda: _cache(settings.cache_dir, settings.cache_readonly)]
     return [c for group in groups for c in group()]

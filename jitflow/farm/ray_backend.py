@@ -4,10 +4,12 @@ The caller computes every key; items already in its cache are hits without a tas
 item travels as a request (request.py); a Relax model's weights are put in Ray's object store
 once per sweep and every task that needs them gets a reference. A task runs worker.run with one
 CPU and is retried once if its worker dies (a second death is reported with the item). What a
-worker built comes back as an entry whose files are checked against their sha256 and published
-into the caller's cache under the key's lock (nothing comes back when the worker shares the
-caller's cache folder on the same machine). An item whose inputs cannot travel, or whose worker
-computed another key, is built here instead, and its result says why (BuildResult.note).
+worker built comes back as an entry whose files are checked against their sha256, and enters the
+caller's cache through the cache's door (cache/door.py: checked as a lookup checks, published under
+the key's lock, the size cap kept); nothing comes back when the worker shares the caller's cache
+folder on the same machine. An item whose inputs cannot travel, or whose worker
+computed another key, is built here instead, and its result says why (BuildResult.note). What the
+cluster obtained is recorded here (JITFLOW_RECORD), from the results; the workers record nothing.
 
 No setting is sent through Ray: workers read their own (JITFLOW_* on their nodes), so the shared
 tier's secret stays where it was put.
@@ -19,7 +21,7 @@ from typing import Any, Callable
 
 from ..cache import location
 from ..cache.disk import Cache
-from ..errors import CacheError, InvalidInputError, JitflowError, RemoteEntryError, ToolMissingError
+from ..errors import CacheError, EntryRefusedError, InvalidInputError, JitflowError, RemoteEntryError, ToolMissingError
 from . import request, worker
 from .result import BuildResult, failed
 
@@ -63,6 +65,7 @@ def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
         exe = items[i]
         try:
             if exe.cached():
+                _record(exe, "hit")
                 finished(i, BuildResult(exe, True, "hit"))
                 continue
             queued.append((i, request.make(exe, str(_cache_of(exe).root), timeout_s)))
@@ -97,7 +100,6 @@ def build_on_ray(items: list[Any], todo: list[int], jobs: int | None,
     if refusals:
         log.warning("jitflow: %d of %d items were refused by the workers and built here; the first: %s",
                     len(refusals), len(todo), refusals[0])
-    _prune([items[i] for i, _ in queued])
 
 
 def _cache_of(exe: Any) -> Cache:
@@ -112,19 +114,6 @@ def _build_here(exe: Any, note: str, timeout_s: float | None = None) -> BuildRes
         return BuildResult(exe, True, exe.build(timeout_s).outcome, note=note)
     except Exception as exc:  # noqa: BLE001 - reported per item
         return failed(exe, exc, note=note)
-
-
-def _prune(sent: list[Any]) -> None:
-    """Keep the caches the workers' entries went into under their size caps (once per sweep)."""
-    from ..cache import admin, counters
-
-    caches: dict[str, tuple[Cache, int]] = {}
-    for exe in sent:
-        cache = _cache_of(exe)
-        caches.setdefault(str(cache.root), (cache, exe.settings.cache_max_size))
-    for cache, cap in caches.values():
-        counters.set_size(cache.root, None)        # entries came in without their sizes: walk once
-        admin.prune(cache, max_size=cap)
 
 
 def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str], timeout_s: float | None = None) -> BuildResult:
@@ -142,24 +131,39 @@ def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str], timeout_s: float
         return BuildResult(exe, False, error=reply["error"], error_type=reply["error_type"], where=where)
     try:
         _install(exe, reply)
+        _record(exe, reply["outcome"])
     except JitflowError as exc:
         return failed(exe, exc, where=where)
     return BuildResult(exe, True, reply["outcome"], where=where)
 
 
+def _record(exe: Any, outcome: str) -> None:
+    """Record a key the cluster obtained for this process (its workers record nothing: request.py)."""
+    if exe.settings.record is not None:
+        from ..cache import record
+
+        cache = _cache_of(exe)
+        record.obtained(exe.settings.record, exe.key, cache.read_meta(exe.key) or {}, outcome, cache.folder)
+
+
 def _install(exe: Any, reply: dict[str, Any]) -> None:
-    """Put what the worker built into this process's cache, checked (or check that it is there)."""
+    """Put what the worker built into this process's cache through the cache's door (every file's
+    sha256, then the checks of a lookup against the key's inputs, then published under the key's
+    lock with the size cap kept), or check that it is there when the worker shared this cache."""
+    from ..cache import door
     from ..cache.shared import entry_format
 
     key = exe.cache_key
     cache = _cache_of(exe)
-    if not reply.get("in_place"):
-        meta, files = entry_format.unpack(reply["entry"], key.digest, None)   # every file's sha256
-        with cache.lock(key.digest):
-            found = cache.lookup(key.digest, key.inputs)
-            if found is None:
-                found = cache.install(key.digest, meta, files)
-            found[0].close()
+    try:
+        if not reply.get("in_place"):
+            meta, files = entry_format.unpack(reply["entry"], key.digest, None)   # every file's sha256
+            door.admit(cache, key.digest, files, meta, expect=key.inputs,
+                       max_size=exe.settings.cache_max_size).close()
+            return
+    except EntryRefusedError as exc:
+        raise RemoteEntryError(f"the entry the worker built for {key.digest[:12]} was refused by this cache: "
+                               f"{exc}") from None
     found = cache.lookup(key.digest, key.inputs)     # the caller's own check of the entry, as jit() does
     if found is None:
         raise RemoteEntryError(f"the entry the worker built for {key.digest[:12]} was refused by this cache")

@@ -128,7 +128,7 @@ def executable(wire: dict[str, Any], weights: list[bytes]) -> Any:
     spec = TargetSpec(kind=t["kind"], archs=tuple(t["archs"]), config=t["config"], host=t["host"])
     s = wire["settings"]
     settings = config.resolve(cuda_compiler=s["cuda_compiler"], cache_salt=s["cache_salt"])._replace(
-        build_jobs=1, progress="off")
+        build_jobs=1, progress="off", record=None)   # the caller records what comes back (ray_backend.py)
     ctx = wire["pass_context"]
     context = None if ctx is None else tvm.transform.PassContext(
         opt_level=ctx["opt_level"], required_pass=ctx["required"], disabled_pass=ctx["disabled"],

@@ -18,8 +18,8 @@ from typing import Any
 
 from ...errors import RemoteEntryError
 from ...formats import bounded_json
-from ..entry import (FORMAT_VERSION, LIBRARY, META_MAX_BYTES, META_MAX_DEPTH, SOURCES, Entry, library_problem,
-                     meta_shape_problem)
+from ..door import outgoing
+from ..entry import FORMAT_VERSION, LIBRARY, META_MAX_BYTES, META_MAX_DEPTH, SOURCES, library_problem, meta_shape_problem
 
 MAGIC = b"JFSE"
 MAC_SIZE = 32
@@ -35,12 +35,13 @@ def _mac(secret: str, key: str, body: bytes) -> bytes:
 
 
 def pack(entry: Path, key: str, secret: str | None, max_bytes: int) -> bytes | None:
-    """The signed bytes of a local entry folder; sources are left out if they would pass
-    `max_bytes`, and None is returned if the library alone would."""
-    folder = Entry(entry)
-    meta = json.loads(folder.meta_path.read_text())
-    files = [(LIBRARY, folder.library.read_bytes())]
-    with_sources = files + [(name, (entry / name).read_bytes()) for name in folder.source_names()]
+    """The signed bytes of a local entry folder, read and checked through the cache's door
+    (door.outgoing: EntryRefusedError when the entry is damaged or gone); sources are left out if
+    they would pass `max_bytes`, and None is returned if the library alone would."""
+    out = outgoing(entry, key)
+    meta = out.meta
+    files = [(name, data) for name, data in out.files if name == LIBRARY]
+    with_sources = files + [(name, data) for name, data in out.files if name.startswith(f"{SOURCES}/")]
     for chosen in (with_sources, files):
         header = {"key": key, "format": FORMAT_VERSION,
                   "meta": dict(meta, sources=[name for name, _ in chosen[1:]]),

@@ -26,9 +26,10 @@ import uuid
 from typing import Any
 
 from ...config import RemoteSettings, Settings
-from ...errors import RemoteEntryError
+from ...errors import EntryRefusedError, RemoteEntryError
 from ...logs import warn_once
 from ...runtime.library_file import LibraryFile
+from .. import door
 from ..disk import Cache
 from ..entry import FORMAT_VERSION
 from . import entry_format
@@ -277,18 +278,14 @@ class Turn:
             return None
         try:
             meta, files = entry_format.unpack(blob, self.key, self.tier.secret)
-        except RemoteEntryError as exc:
+            # the caller holds the key's lock (pipeline._build_once), and keeps the size cap after it
+            found = door.admit(self.cache, self.key, files, meta, expect=self.expect, locked=True).found
+        except (RemoteEntryError, EntryRefusedError) as exc:
             self.rejected.add(digest)
             count("refusals")
             log.warning("jitflow: refused shared entry %s: %s; rebuilding", self.key[:12], exc)
             return None
-        self.cache.install(self.key, dict(meta, fetched=time.time()), files)[0].close()
-        found = self.cache.lookup(self.key, self.expect)
-        if found is None:  # the local cache refused it (and said why): rebuild over it
-            self.rejected.add(digest)
-            count("refusals")
-        else:
-            count("hits")
+        count("hits")
         return found
 
     def share(self) -> None:
@@ -296,7 +293,11 @@ class Turn:
         tier = self.tier
         if tier is None or not tier.available():
             return
-        blob = entry_format.pack(self.cache.entry_dir(self.key), self.key, tier.secret, tier.settings.max_bytes)
+        try:
+            blob = entry_format.pack(self.cache.entry_dir(self.key), self.key, tier.secret, tier.settings.max_bytes)
+        except EntryRefusedError as exc:   # pruned or damaged since it was published: nothing to share
+            log.warning("jitflow: %s; not shared", exc)
+            return
         if blob is None:
             count("too_large")
             log.info("jitflow: %s is larger than JITFLOW_REMOTE_CACHE_MAX_BYTES; not shared", self.key[:12])
@@ -306,3 +307,20 @@ class Turn:
         if tier.call("put", self.entry_name, blob) is not _FAILED:
             count("stored")
             self.shared = True
+
+
+def read_entry(settings: RemoteSettings, key: str) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+    """The shared entry of `key`, its signature and every file's sha256 checked, read without a lock
+    and without writing anything (the read-only cache's look at the tier); None when there is none,
+    the tier is off or down, or the entry is refused (said as a warning)."""
+    tier = tier_for(settings)
+    if tier is None or not tier.available():
+        return None
+    blob = tier.call("get", _names(key)[0])
+    if blob is None or blob is _FAILED:
+        return None
+    try:
+        return entry_format.unpack(blob, key, tier.secret)
+    except RemoteEntryError as exc:
+        log.warning("jitflow: refused shared entry %s: %s", key[:12], exc)
+        return None

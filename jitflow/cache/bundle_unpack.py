@@ -1,0 +1,190 @@
+"""`unpack`: a bundle (bundle_format.py) into a cache, all or nothing.
+
+The tar is read once, as a stream, into a private staging folder inside the cache: the manifest
+first (bounded), then each member, which must be a regular file the manifest lists, at most once,
+of the size it declares, written without following links and hashed as it is written. Any other
+member (a link, a device, a FIFO, a folder, a path of its own such as `../x` or `/etc/x`), a file
+the manifest lists that never comes, a digest that does not match or a tar that ends early refuses
+the whole bundle. Then every entry passes the checks the cache makes of an entry (door.check_folder)
+before the first is installed; and each is installed through the cache's door (door.admit: under
+its key's lock, by one rename), unless it is there already. The staging folder is removed whatever
+happens. Only the cache folder is written to.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import BundleError, CacheError, EntryRefusedError
+from . import bundle_format
+from .bundle_format import MANIFEST, EntryLine
+from .disk import Cache
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHUNK = 1 << 20
+_KINDS = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link", tarfile.FIFOTYPE: "a FIFO",
+          tarfile.CHRTYPE: "a character device", tarfile.BLKTYPE: "a block device", tarfile.DIRTYPE: "a folder"}
+
+
+@dataclass
+class UnpackResult:
+    """What unpack() did: the entries installed, those skipped because the cache had them already,
+    and the bytes installed."""
+
+    location: Path
+    installed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"location": str(self.location), "installed": self.installed, "skipped": self.skipped,
+                "entries": len(self.installed), "bytes": self.bytes}
+
+
+_FIX = "Pack it again from a sound cache (`jitflow cache pack`), and check how it was copied"
+
+
+def _refuse(path: Path, why: str, fix: str = _FIX) -> BundleError:
+    return BundleError(f"refusing the bundle {path}: {why}; nothing was installed. {fix}".rstrip())
+
+
+def _what(member: tarfile.TarInfo) -> str:
+    name = member.name
+    parts = name.split("/")
+    if name.startswith("/") or ".." in parts:
+        return f"the member {name!r} has a path that leaves the cache folder"
+    if not member.isreg():
+        return f"the member {name!r} is {_KINDS.get(member.type, 'not a regular file')}"
+    return f"the member {name!r} is not one the manifest lists"
+
+
+def _copy(source: IO[bytes], size: int, dest: Path) -> str:
+    """Write `size` bytes of `source` to the new file `dest`; their sha256 (short: a shorter file)."""
+    h = hashlib.sha256()
+    fd = os.open(dest, _WRITE_FLAGS, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        left = size
+        while left:
+            chunk = source.read(min(_CHUNK, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            out.write(chunk)
+            left -= len(chunk)
+    return h.hexdigest() if left == 0 else "short"
+
+
+def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
+    """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest; its entries."""
+    try:
+        tar = tarfile.open(fileobj=stream, mode="r|")
+        first = tar.next()
+    except (tarfile.TarError, EOFError) as exc:
+        raise _refuse(path, f"it is not an uncompressed tar ({exc})") from None
+    if first is None or first.name != MANIFEST or not first.isreg():
+        raise _refuse(path, f"its first member is not {MANIFEST}")
+    if first.size > bundle_format.MANIFEST_MAX_BYTES:
+        raise _refuse(path, f"its manifest is larger than {bundle_format.MANIFEST_MAX_BYTES} bytes")
+    data = tar.extractfile(first).read(first.size)  # type: ignore[union-attr]
+    if len(data) != first.size:
+        raise _refuse(path, "it ends inside its manifest (truncated)")
+    try:
+        _version, entries = bundle_format.parse_manifest(data)
+    except BundleError as exc:
+        raise _refuse(path, str(exc), "" if "version" in str(exc) else _FIX) from None
+    expected = {bundle_format.member_name(e.key, f.path): (e.key, f) for e in entries for f in e.files}
+    for e in entries:
+        os.mkdir(staging / e.key, 0o700)
+    seen: set[str] = set()
+    while (member := tar.next()) is not None:
+        name = member.name
+        if name in seen:
+            raise _refuse(path, f"the member {name!r} comes twice")
+        if name not in expected or not member.isreg():
+            raise _refuse(path, _what(member))
+        key, line = expected[name]
+        if member.size != line.size:
+            raise _refuse(path, f"the member {name!r} is {member.size} bytes, and the manifest says {line.size}")
+        seen.add(name)
+        dest = staging / key / line.path
+        if "/" in line.path and not dest.parent.is_dir():
+            os.mkdir(dest.parent, 0o700)
+        digest = _copy(tar.extractfile(member), line.size, dest)  # type: ignore[arg-type]
+        if digest == "short":
+            raise _refuse(path, f"it ends inside the member {name!r} (truncated)")
+        if digest != line.sha256:
+            raise _refuse(path, f"the member {name!r} does not match its sha256 in the manifest (damaged)")
+    missing = sorted(set(expected) - seen)
+    if missing:
+        raise _refuse(path, f"the member {missing[0]!r} the manifest lists is missing"
+                            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    return entries
+
+
+def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None) -> UnpackResult:
+    """Install the entries of the bundle `path` into the cache (default: JITFLOW_CACHE_DIR, else the
+    user cache folder), each checked against the manifest's digests and the cache's own checks before
+    any is installed; entries the cache has already are skipped. Returns an UnpackResult.
+
+    A bundle that fails any check is refused whole with a BundleError, and nothing is installed.
+    """
+    from ..config import resolve
+    from .location import open_cache
+
+    source = Path(path)
+    settings = resolve(cache_dir=cache_dir)
+    cache = open_cache(settings).for_admin()
+    cache.ensure()
+    result = UnpackResult(cache.folder)
+    try:
+        stream = open(source, "rb")
+    except OSError as exc:
+        raise BundleError(f"cannot read the bundle {source}: {exc.strerror}") from None
+    staging = Path(tempfile.mkdtemp(prefix="bundle.", dir=cache.staging_root))
+    try:
+        with stream:
+            try:
+                entries = _stage(source, stream, staging)
+            except (tarfile.TarError, EOFError) as exc:
+                raise _refuse(source, f"it is not a whole tar ({exc})") from None
+        from .door import admit, check_folder
+
+        for e in entries:
+            try:
+                check_folder(staging / e.key, e.key)
+            except EntryRefusedError as exc:
+                raise _refuse(source, str(exc)) from None
+        for e in entries:
+            admitted = admit(cache, e.key, staging / e.key)
+            admitted.close()
+            if admitted.installed:
+                result.installed.append(e.key)
+                result.bytes += e.size
+            else:
+                result.skipped.append(e.key)
+        _keep_cap(cache, result.bytes, settings.cache_max_size)
+    except OSError as exc:
+        raise CacheError(f"cannot unpack the bundle into {cache.root}: {exc.strerror or exc} (entries installed "
+                         f"before this: {len(result.installed)}); free space, or give another --cache-dir") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return result
+
+
+def _keep_cap(cache: Cache, installed: int, max_size: int) -> None:
+    """The size cap, once for every entry installed (admin.after_publish does it for one): the
+    entries' recorded size grows by what the manifest says was installed (each entry's metadata, as
+    published, a few bytes more), and the cache is pruned when that passes the cap or is unknown."""
+    if not installed:
+        return
+    from . import admin, counters
+
+    size = counters.grow(cache.root, installed)
+    if size is None or size > max_size:
+        admin.prune(cache, max_size=max_size)

@@ -1,0 +1,165 @@
+"""The cache's one door: entries made elsewhere (the shared tier, a build farm's worker, a bundle)
+come in through admit(), and entries leave for elsewhere through outgoing().
+
+admit() checks an entry as a lookup would (metadata of the right shape for this key and format, and,
+when the caller knows them, the key's inputs; the library's size and sha256; only the files an
+entry holds, none of them a link), then publishes it the way a build does: under the key's lock,
+by one rename from a staging folder inside the cache, unless a sound entry is there already; and
+after the lock is released the size cap is kept. outgoing() reads an entry's files and checks them
+the same way before they are sent: a damaged entry never leaves.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import EntryRefusedError
+from ..runtime.library_file import LibraryFile
+from .disk import Cache, sha256_fd
+from .entry import LIBRARY, META, META_MAX_BYTES, TRAVELLING, Entry, as_json, decode_meta, library_problem, meta_problem
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass
+class Admitted:
+    """What admit() did: `found` is the entry's library (held open: release it) and metadata;
+    `installed` is False when a sound entry was there already (nothing was written)."""
+
+    found: tuple[LibraryFile, dict[str, Any]]
+    installed: bool
+
+    def close(self) -> None:
+        self.found[0].close()
+
+
+@dataclass
+class Outgoing:
+    """An entry's files as they leave the cache: (name in the entry folder, bytes), library first,
+    meta.json among them, and the metadata they carry."""
+
+    key: str
+    meta: dict[str, Any]
+    files: list[tuple[str, bytes]]
+
+
+def _problem(key: str, meta: dict[str, Any] | None, expect: dict[str, Any] | None) -> str | None:
+    if meta is None:
+        return "no metadata"
+    problem = meta_problem(meta, key)
+    if problem is None and expect is not None and meta.get("key_inputs") != as_json(expect):
+        problem = "metadata records other tool versions, target or options than this process's"
+    return problem
+
+
+def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The metadata of the entry laid out in `folder` (a staging folder), after every check admit()
+    makes; EntryRefusedError naming the first that failed."""
+    names = []
+    for dirpath, dirs, files in os.walk(folder):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            names.append(os.path.relpath(os.path.join(dirpath, name), folder))
+    for name in names:
+        st = os.lstat(folder / name)
+        if not TRAVELLING.fullmatch(name) or not stat.S_ISREG(st.st_mode):
+            raise EntryRefusedError(f"entry {key[:12]}: {name!r} is not a file an entry holds")
+    try:
+        fd = os.open(folder / META, _READ_FLAGS)
+    except OSError:
+        raise EntryRefusedError(f"entry {key[:12]}: no {META}") from None
+    with os.fdopen(fd, "rb") as f:
+        meta, problem = decode_meta(f.read(META_MAX_BYTES + 1))
+    problem = problem or _problem(key, meta, expect)
+    if problem is None:
+        try:
+            fd = os.open(folder / LIBRARY, _READ_FLAGS)
+        except OSError:
+            raise EntryRefusedError(f"entry {key[:12]}: no {LIBRARY}") from None
+        try:
+            problem = library_problem(meta, os.fstat(fd).st_size, sha256_fd(fd))
+        finally:
+            os.close(fd)
+    if problem:
+        raise EntryRefusedError(f"entry {key[:12]}: {problem}")
+    assert meta is not None
+    return meta
+
+
+def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes], meta: dict[str, Any] | None = None, *,
+          expect: dict[str, Any] | None = None, locked: bool = False, max_size: int | None = None) -> Admitted:
+    """Install an entry made elsewhere into `cache`, checked, as a build publishes one.
+
+    source: a folder inside the cache's staging folder laid out as an entry (it is moved into place),
+    or {name in the entry folder: bytes} with `meta` (the shared tier's and a worker's entries carry
+    their metadata beside the files). expect: the key's inputs, when the caller knows them.
+    locked: the caller holds the key's lock already (a build's turn at the shared tier). max_size:
+    the cache's cap, kept once the lock is released (None: the caller keeps it, once for many).
+    Raises EntryRefusedError (nothing installed) when a check fails.
+    """
+    if isinstance(source, Mapping):
+        with cache.staging(key) as folder:
+            for name, data in source.items():
+                if not TRAVELLING.fullmatch(name):
+                    raise EntryRefusedError(f"entry {key[:12]}: {name!r} is not a file an entry holds")
+                path = folder / name
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(data)
+            if meta is not None:
+                Entry(folder).meta_path.write_text(_json(meta))
+            return admit(cache, key, folder, expect=expect, locked=locked, max_size=max_size)
+    meta = check_folder(Path(source), key, expect)
+    meta = dict(meta, fetched=time.time())
+    if locked:
+        admitted = _install(cache, key, Path(source), meta, expect)
+    else:
+        with cache.lock(key):
+            admitted = _install(cache, key, Path(source), meta, expect)
+    if admitted.installed and max_size is not None:
+        from . import admin
+
+        admin.after_publish(cache, key, max_size)
+    return admitted
+
+
+def _install(cache: Cache, key: str, folder: Path, meta: dict[str, Any],
+             expect: dict[str, Any] | None) -> Admitted:
+    found = cache.lookup(key, expect)
+    if found is not None:
+        return Admitted(found, installed=False)
+    return Admitted(cache.publish(key, folder, meta), installed=True)
+
+
+def _json(meta: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(meta, indent=1, sort_keys=True, default=str)
+
+
+def outgoing(folder: Path, key: str) -> Outgoing:
+    """The files of the entry folder `folder` that travel (entry.TRAVELLING), read without following
+    links and checked as admit() checks them: EntryRefusedError when the entry is damaged, or gone."""
+    entry = Entry(Path(folder))
+    files: list[tuple[str, bytes]] = []
+    for name in entry.travelling_files():
+        try:
+            fd = os.open(entry.folder / name, _READ_FLAGS)
+        except OSError as exc:
+            raise EntryRefusedError(f"entry {key[:12]}: {name}: {exc.strerror}") from None
+        with os.fdopen(fd, "rb") as f:
+            files.append((name, f.read()))
+    data = dict(files)
+    if META not in data or LIBRARY not in data:
+        raise EntryRefusedError(f"entry {key[:12]} is not in the cache (or has no {META} or {LIBRARY})")
+    meta, problem = decode_meta(data[META])
+    problem = problem or _problem(key, meta, None)
+    library = data[LIBRARY]
+    problem = problem or library_problem(meta or {}, len(library), hashlib.sha256(library).hexdigest())
+    if problem:
+        raise EntryRefusedError(f"entry {key[:12]}: {problem}; remove it with `jitflow cache prune` or rebuild it")
+    assert meta is not None
+    return Outgoing(key, meta, files)

@@ -1,0 +1,114 @@
+"""The record of what a process obtained (JITFLOW_RECORD, record=): one JSON line for each library a
+process got from the cache or built into it, through jit(), build(), export_library(), build_all or
+the MetaSchedule builder, so that `jitflow cache pack --manifest RECORD` packs exactly what a
+workload uses.
+
+A line is a JSON object with the fields of FIELDS:
+
+    {"key": "<64 hex>", "label": "main", "target": "c", "host": "x86_64-linux-gnu", "outcome": "hit",
+     "cache": "/home/me/.cache/jitflow", "time": "2026-12-02T07:00:00.123Z", "jitflow": "0.5.0"}
+
+`label` and `target` are the entry's module and target as `jitflow cache ls` shows them; `outcome` is
+one of OUTCOMES (BuildInfo.outcome's names); `cache` the cache folder the entry is in; `time` UTC.
+A hit of a key this process has already recorded in that file is not written again. Builds that
+are not cached (caching off, a module that cannot be cached) have no entry to pack: they are not
+recorded, and one warning says so.
+
+Many processes may append to one file at once: each line goes out in one write() to a file opened
+with O_APPEND, which a local file system appends whole, never interleaved with another writer's
+line. The file is created 0600 when missing; a symbolic link, a FIFO, a device or a folder at its
+name is refused and never written through (O_NOFOLLOW, O_NONBLOCK, and the opened file must be a
+regular file). A line that cannot be written is a RecordError naming the file and why: the
+caller's call fails rather than leave a hole in the record (the library itself stays cached).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .._version import __version__
+from ..errors import RecordError
+from .entry import label, target_of, target_text
+
+FIELDS = ("key", "label", "target", "host", "outcome", "cache", "time", "jitflow")
+#: how a library was obtained: from the disk cache, built here, from the shared tier, or a library
+#: this process had loaded already (BuildInfo.outcome)
+OUTCOMES = ("hit", "built", "shared", "memory")
+#: outcomes written once per process and file (a service's every hit would otherwise be a line)
+_ONCE = ("hit", "memory")
+_MAX_LABEL = 256
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_written: set[tuple[str, str]] = set()     # (record file, key) this process has written
+_lock = threading.Lock()
+
+
+def line(key: str, meta: dict[str, Any], outcome: str, cache_dir: Path | str, now: float | None = None) -> bytes:
+    """The record's line for `key` (its entry's metadata `meta`), newline included."""
+    target = target_of(meta) or {}
+    functions = meta.get("functions") if isinstance(meta.get("functions"), list) else []
+    name = meta.get("name") if isinstance(meta.get("name"), str) else None
+    text = label(name, [str(f) for f in functions])
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    record = {"key": key, "label": text if len(text) <= _MAX_LABEL else text[:_MAX_LABEL - 3] + "...",
+              "target": target_text(target, host=False), "host": target.get("host"), "outcome": outcome,
+              "cache": str(cache_dir), "time": stamp, "jitflow": __version__}
+    return (json.dumps(record, sort_keys=False, ensure_ascii=True) + "\n").encode()
+
+
+def append(path: Path, data: bytes) -> None:
+    """Append `data` (one line) to the record at `path` in one write; RecordError when it cannot be."""
+    try:
+        fd = os.open(path, _FLAGS, 0o600)
+    except OSError as exc:
+        raise RecordError(_problem(path, exc)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordError(f"cannot write the record {path}: it is not a regular file; "
+                              "give JITFLOW_RECORD (or record=) the path of a file")
+        try:
+            written = os.write(fd, data)
+        except OSError as exc:
+            raise RecordError(_problem(path, exc)) from None
+        if written != len(data):
+            raise RecordError(f"cannot write the record {path}: only {written} of {len(data)} bytes were "
+                              "written (is the disk full?)")
+    finally:
+        os.close(fd)
+
+
+def _problem(path: Path, exc: OSError) -> str:
+    why = {errno.ELOOP: "it is a symbolic link (refused: write the record to a file of its own)",
+           errno.ENXIO: "it is a FIFO or a device, not a regular file",
+           errno.EISDIR: "it is a folder", errno.ENOENT: "its folder does not exist",
+           errno.ENOSPC: "no space left on the device"}.get(exc.errno or 0, exc.strerror or str(exc))
+    return f"cannot write the record {path}: {why}; fix it, or unset JITFLOW_RECORD"
+
+
+def obtained(path: Path | None, key: str, meta: dict[str, Any], outcome: str, cache_dir: Path | str) -> None:
+    """Record that this process obtained `key` (`outcome`) from the cache at `cache_dir`, when
+    recording is on (`path`, the settings' record)."""
+    if path is None:
+        return
+    mark = (str(path), key)
+    with _lock:
+        if outcome in _ONCE and mark in _written:
+            return
+        append(path, line(key, meta, outcome, cache_dir))
+        _written.add(mark)
+
+
+def not_cached(path: Path | None, key: str, why: str) -> None:
+    """Say once that a build which is not cached is not in the record (there is no entry to pack)."""
+    if path is None:
+        return
+    from ..logs import warn_once
+
+    warn_once(f"record uncached {key}", "jitflow: %s is not recorded in %s: %s, so there is no cache entry to "
+              "pack", key[:12], path, why)

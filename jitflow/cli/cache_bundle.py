@@ -1,0 +1,60 @@
+"""`jitflow cache pack|unpack`: cache entries into one bundle (a tar) and back into a cache."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .cache_common import json_option
+from .exit_codes import EXIT_OK
+from .output import dumps, human_size, plural
+
+PACK_SCHEMA = "jitflow.cache-pack/1"
+UNPACK_SCHEMA = "jitflow.cache-unpack/1"
+
+
+def register(csub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    pack = csub.add_parser("pack", help="write cache entries into one bundle (a tar) to unpack elsewhere",
+                           description="Write the chosen entries (every entry when none is chosen) into OUT, an "
+                                       "uncompressed tar with a manifest of every file's sha256.")
+    pack.add_argument("out", metavar="OUT.tar", help="the bundle to write (replaced if it exists)")
+    pack.add_argument("--manifest", metavar="RECORD",
+                      help="a record of the keys a workload obtained (the file JITFLOW_RECORD names)")
+    pack.add_argument("--key", action="append", metavar="KEY", dest="keys",
+                      help="an entry's key (64 hexadecimal digits); may be given again")
+    json_option(pack, PACK_SCHEMA)
+    pack.set_defaults(func=run_pack)
+    unpack = csub.add_parser("unpack", help="install a bundle's entries into the cache, every file checked first",
+                             description="Check every file of the bundle IN against its manifest, then install "
+                                         "its entries (those the cache has are skipped). A bundle that fails any "
+                                         "check is refused whole (exit status 2) and nothing is installed.")
+    unpack.add_argument("bundle", metavar="IN.tar", help="a bundle written by `jitflow cache pack`")
+    json_option(unpack, UNPACK_SCHEMA)
+    unpack.set_defaults(func=run_unpack)
+    return [pack, unpack]
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    from ..cache.bundle import pack
+
+    result = pack(args.out, keys=args.keys, manifest=args.manifest, cache_dir=args.cache_dir)
+    if args.json:
+        print(dumps(dict(result.to_json(), schema=PACK_SCHEMA)))
+    else:
+        size = sum(e.size for e in result.entries)
+        print(f"packed {plural(len(result.entries), 'entry', 'entries')} ({human_size(size)}) into {result.path} "
+              f"({human_size(result.bytes)})")
+    for key in result.skipped:
+        print(f"jitflow: note: entry {key[:12]} failed its checks and was left out", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_unpack(args: argparse.Namespace) -> int:
+    from ..cache.bundle_unpack import unpack
+
+    result = unpack(args.bundle, cache_dir=args.cache_dir)
+    if args.json:
+        print(dumps(dict(result.to_json(), schema=UNPACK_SCHEMA)))
+    else:
+        print(f"installed {plural(len(result.installed), 'entry', 'entries')} ({human_size(result.bytes)}), "
+              f"skipped {len(result.skipped)} already present, into {result.location}")
+    return EXIT_OK
