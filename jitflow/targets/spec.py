@@ -153,7 +153,9 @@ def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> Ta
     read as the C host "c", with one warning. host: a triple from SUPPORTED_HOSTS; default the
     target's own host (an llvm host's or llvm target's mtriple), else the machine running this process.
     """
+    defaulted = target is None
     target = chosen(target)
+    defaulted = defaulted and isinstance(target, str) and target == DEFAULT_TARGET
     config, named_arch = _config_of(target)
     own_host = _as_c_host(config) if config["kind"] in _READ_AS else None
     host = hosts.resolve(host, _named_host(target) or own_host)
@@ -169,9 +171,12 @@ def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> Ta
     else:
         found = visible_gpu_arch()
         if found is None:
+            default = (f"no target was given, so it is {DEFAULT_TARGET!r} (the default), and " if defaulted
+                       else "")
             raise TargetError(
-                "no CUDA arch given and no GPU visible to pick one from; "
-                "pass arch= (for example arch='sm_90' or arch=['sm_80', 'sm_90'])")
+                f"{default}no CUDA arch given and no GPU visible to pick one from; "
+                "pass arch= (for example arch='sm_90' or arch=['sm_80', 'sm_90'])"
+                + (", or target='c' to build for the CPU" if defaulted else ""))
         archs = (normalize_arch(found),)
     return TargetSpec(kind="cuda", archs=archs, config=_canonical_config(dict(config, arch=archs[0])), host=host)
 

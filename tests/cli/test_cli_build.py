@@ -171,6 +171,12 @@ def test_cuda_without_arch_says_the_option(setup):
     env, model = setup
     out = jf("inspect", f"{model}:Module", env=env)
     assert out.returncode == 2 and "no --arch given" in out.stderr and "pass --arch sm_90" in out.stderr
+    assert "no --target given, so the target is cuda (the default)" in out.stderr
+    assert "or --target c to build for the CPU" in out.stderr
+    built = jf("build", f"{model}:Module", "-o", "x.so", env=env)
+    assert built.returncode == 2 and "--target c to build for the CPU" in built.stderr and no_traceback(built)
+    named = jf("build", f"{model}:Module", "--target", "cuda", "-o", "x.so", env=env)
+    assert named.returncode == 2 and "no --arch given" in named.stderr and "default" not in named.stderr
 
 
 def test_exit_codes_of_inspect_diff_follow_diff(setup):

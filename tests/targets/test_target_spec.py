@@ -92,3 +92,22 @@ def test_a_pass_context_entered_around_jit_but_not_compile_is_said_once(cache_di
         jitflow.compile(kernels.axpb(8.0), "c", cache=False).export_library(cache_dir.parent / "x.so")
     assert len(late()) == 1 and "Enter it around jitflow.compile()" in late()[0].getMessage()
     assert exe.key == jitflow.compile(kernels.axpb(7.0), "c").key          # built without it
+
+
+def test_without_a_gpu_the_defaulted_target_says_it_is_cuda_and_how_to_build_for_the_cpu(monkeypatch):
+    import pytest
+
+    from jitflow.errors import TargetError
+    from jitflow.targets import spec
+
+    monkeypatch.setattr(spec, "visible_gpu_arch", lambda: None)
+    with pytest.raises(TargetError) as defaulted:
+        jitflow.compile(_vecadd())
+    text = str(defaulted.value)
+    assert "no target was given, so it is 'cuda' (the default)" in text and "target='c' to build for the CPU" in text
+    assert "arch='sm_90'" in text
+    for named in ("cuda", {"kind": "cuda"}):     # asked for CUDA: only the arch is missing
+        with pytest.raises(TargetError) as asked:
+            jitflow.compile(_vecadd(), named)
+        assert "no CUDA arch given" in str(asked.value) and "default" not in str(asked.value)
+        assert "target='c'" not in str(asked.value)
