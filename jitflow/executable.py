@@ -274,7 +274,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
             device_options: list[str] | tuple[str, ...] = (), cache: bool | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
             cuda_floor: str | float | None = None, cache_salt: str | None = None,
-            cpu_level: str | None = None, name: str | None = None) -> Executable:
+            cpu_level: str | None = None, name: str | None = None, target_host: Any = None,
+            tir_pipeline: Any = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
@@ -295,6 +296,9 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     "armv8.2-a", "neoverse-n1", "neoverse-v1", "neoverse-v2" for aarch64; "native" (this machine's
     CPU, resolved now to its concrete features). The library then loads only where the CPU has them.
     name: a label for the cache entry (`jitflow cache ls` shows it); not part of the key.
+    target_host: TVM's spelling of host= (a TVM target: "llvm -mtriple=aarch64-linux-gnu", "c").
+    tir_pipeline: only TVM's "default" (None): jitflow runs the TIR pipeline registered under TVM's
+    default name, which the key covers (register yours there to run it).
     """
     import tvm
 
@@ -308,7 +312,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
     settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
                               cache_salt=cache_salt, cpu_level=cpu_level)
-    spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host)
+    _check_tir_pipeline(tir_pipeline)
+    spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host, target_host)
     level = resolve_cpu_level(settings.cpu_level, spec.host, lambda: cpu_features.this_cpu().features,
                               machine_host(), settings.cpu_level_from)
     if pass_config is not None and not isinstance(pass_config, dict):
@@ -327,6 +332,17 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
                                 # None: the compiler's major version .0, found when first needed (Executable.options)
                                 cuda_floor=settings.cuda_floor if spec.is_cuda else None, cpu_level=level)
     return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))
+
+
+def _check_tir_pipeline(value: Any) -> None:
+    """tvm.compile's tir_pipeline=: TVM's "default" is what jitflow runs; another is refused with the way."""
+    if value is None or value == "default":
+        return
+    raise InvalidInputError(
+        f"tir_pipeline={value!r} is not taken: jitflow lowers TIR with the pipeline TVM registers under its "
+        "default name ('s_tir'), and keys the library by that function. To run your own, register it "
+        "there (tvm.tirx.register_tir_pipeline('s_tir', pipeline)) before compiling, or apply its passes "
+        "to the module before jitflow.compile(); leave tir_pipeline out")
 
 
 def _relax_pipeline(value: Any) -> tuple[str | None, Any]:
