@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ class Executable:
         self.build_info: BuildInfo | None = None
         self._options: BuildOptions | None = None
         self._key: CacheKey | None = None
+        self._key_seconds = 0.0          # what taking the key cost, until a build counts it
         self._module: Any = None
         self._meta: dict[str, Any] | None = None
         self._lock = threading.RLock()
@@ -77,7 +79,9 @@ class Executable:
     def _cache_key(self) -> CacheKey:
         with self._lock:
             if self._key is None:
+                start = time.perf_counter()
                 self._key = cache_key(self._mod, self.target, self.settings, self.options, self._in_process)
+                self._key_seconds = time.perf_counter() - start
             return self._key
 
     @property
@@ -113,11 +117,14 @@ class Executable:
                 return True
         return False
 
-    def _obtain(self, deadline: Any = None) -> pipeline.Obtained:
-        """The verified library, held open, and its metadata: close it (a `with` block) when done."""
-        fresh = self._key is None        # taken now, from the module as it is now
-        got = pipeline.obtain(self._cache_key(), self._mod, self.target, self.settings, self.options,
-                              self._in_process, key_is_fresh=fresh, deadline=deadline)
+    def _obtain(self, deadline: Any = None, fresh: bool | None = None) -> pipeline.Obtained:
+        """The verified library, held open, and its metadata: close it (a `with` block) when done.
+        fresh: whether the key is taken from the module as it is now (default: when not taken yet)."""
+        fresh = self._key is None if fresh is None else fresh
+        key = self._cache_key()
+        key_seconds, self._key_seconds = self._key_seconds, 0.0   # a build counts the key once
+        got = pipeline.obtain(key, self._mod, self.target, self.settings, self.options, self._in_process,
+                              key_is_fresh=fresh, deadline=deadline, key_seconds=key_seconds)
         self.build_info = got.info
         self._meta = got.meta
         return got
@@ -159,6 +166,7 @@ class Executable:
         with self._lock:
             if self._module is not None:
                 return self._module
+            fresh = self._key is None     # taken just below: the build need not check it again
             memo = (str(self.settings.cache_dir), self.key)
             shared = self.settings.cache_enabled and not self._cache_key().uncacheable
             with _LOADED_LOCK:
@@ -167,7 +175,7 @@ class Executable:
                 self._module, self._meta = cached
                 self.build_info = BuildInfo(key=self.key, outcome="memory")
                 return self._module
-            with self._obtain() as got:
+            with self._obtain(fresh=fresh) as got:
                 module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
             self._module = module
             if shared:
