@@ -27,11 +27,25 @@ _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, 
 _LOADED_LOCK = threading.Lock()
 
 
-class Executable:
+def _tvms_executable() -> type:
+    """TVM's Executable class (what tvm.compile returns), where TVM is importable, else object.
+
+    TVM's idioms that take an Executable call its jit() for the runtime module, as
+    tvm.relax.VirtualMachine(exe, dev) does; deriving from it lets them take a jitflow Executable.
+    Every method TVM's class has is jitflow's own here."""
+    try:
+        from tvm.runtime import Executable as TvmExecutable
+    except ImportError:
+        return object
+    return TvmExecutable
+
+
+class Executable(_tvms_executable()):
     """A module, a target and options; builds (or finds in the cache) a library on first use.
 
     The module is jitflow's own copy, taken by compile(): changing the caller's module afterwards
-    changes nothing here, and the key names exactly what is built.
+    changes nothing here, and the key names exactly what is built. It is a tvm.runtime.Executable,
+    so that `tvm.relax.VirtualMachine(exe, dev)` runs a Relax model's library as exe.vm(dev) does.
     """
 
     def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: BuildOptions,
@@ -207,8 +221,10 @@ class Executable:
         return self[names[0]](*args)
 
     def vm(self, device: Any = None, memory_cfg: str | None = None) -> Any:
-        """A tvm.relax.VirtualMachine over the jitted library of a Relax module (on `device`:
-        a tvm Device, "cpu", "cuda:0", a torch.device; default the target's first device)."""
+        """A VirtualMachine over the jitted library of a Relax module (on `device`: a tvm Device,
+        "cpu", "cuda:0", a torch.device; default the target's first device). It is jitflow's
+        (jitflow.runtime.vm.VirtualMachine, which needs no `tvm` package), with the methods of
+        tvm.relax.VirtualMachine; tvm.relax.VirtualMachine(exe, dev) gives TVM's own."""
         from .runtime.vm import virtual_machine
 
         module = self.jit()
