@@ -5,6 +5,7 @@ import os
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,13 @@ class Executable(_tvms_executable()):
             cache_enabled=self.settings.cache_enabled if cache is None else cache,
             cache_dir=self.settings.cache_dir if cache_dir is None else Path(cache_dir).expanduser().absolute())
         return Executable(self._mod, self.target, settings, self._asked, self._in_process)
+
+    def labelled(self, name: str) -> Executable:
+        """The same executable (the same key), its cache entry labelled `name` where compile(name=)
+        gave it no label: what `jitflow cache ls` shows for it. Nothing is built."""
+        if self._asked.label is not None:
+            return self
+        return Executable(self._mod, self.target, self.settings, replace(self._asked, label=name), self._in_process)
 
     def cached(self) -> bool:
         """Whether the library is in the cache now (looks only: nothing is built or loaded)."""

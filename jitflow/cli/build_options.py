@@ -123,6 +123,7 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
         if flags:
             raise InvalidInputError(f"{spec} is a jitflow Executable: its target and options are set in the "
                                     f"file; leave out {', '.join(flags)} or name the module instead")
+        obj = obj.labelled(spec)        # `cache ls` shows the spec, as for a module, unless the file named it
         if args.no_cache or args.cache_dir is not None:
             return obj.with_cache(cache=False if args.no_cache else None, cache_dir=args.cache_dir)
         return obj

@@ -233,3 +233,32 @@ def test_build_refuses_to_write_over_its_own_inputs(setup, tmp_path):
         assert proc.returncode == 2 and no_traceback(proc), proc.stderr
         assert "an input of this build" in proc.stderr and "Give another output name" in proc.stderr
     assert {p: p.read_bytes() for p in sources} == sources
+
+
+def test_cache_ls_tells_entries_apart_by_spec_options_and_cpu_level(setup, tmp_path):
+    env, model = setup
+    cache = tmp_path / "own"
+    for spec, extra in ((f"{model}:reuse", []), (f"{model}:no_reuse", []),
+                        (f"{model}:Module", ["--target", "c", "--cpu-level", "x86-64-v3"])):
+        built = jf("build", spec, *extra, "--cache-dir", str(cache), "-o", str(tmp_path / "x.so"), env=env)
+        assert built.returncode == 0, built.stderr
+    listed = jf("cache", "ls", "--cache-dir", str(cache), env=env)
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[-1] == "options" and len(rows) == 3
+    by_module = {row.split()[1]: row for row in rows}
+    assert set(by_module) == {f"{model}:reuse", f"{model}:no_reuse", f"{model}:Module"}   # Executables by spec
+    assert by_module[f"{model}:no_reuse"].endswith("  tirx.disable_storage_rewrite=true")
+    assert by_module[f"{model}:reuse"].endswith("  -")
+    assert f" c x86-64-v3  {_host()}" in by_module[f"{model}:Module"]
+    shown = json.loads(jf("cache", "ls", "--json", "--cache-dir", str(cache), env=env).stdout)
+    entries = {e["name"]: e for e in shown["entries"]}
+    assert entries[f"{model}:no_reuse"]["options"] == ["tirx.disable_storage_rewrite=true"]
+    assert entries[f"{model}:reuse"]["options"] == [] and entries[f"{model}:reuse"]["cpu_level"] is None
+    level = entries[f"{model}:Module"]
+    assert (level["cpu_level"], level["target"], level["kind"]) == ("x86-64-v3", "c x86-64-v3", "c")
+
+
+def _host() -> str:
+    from jitflow.targets import machine_host
+
+    return machine_host()
