@@ -83,6 +83,7 @@ def test_jitflow_log_env_levels(cache_dir):
     assert "lower took" in info and " ... " not in info
     debug = run_python(code.replace("702.0", "704.0"), env={"JITFLOW_LOG": "debug"}).stderr
     assert "lower ..." in debug
+    assert debug.count("compiling the host C") == 1, debug      # said once, however often the line is set
 
 
 class _Tty(io.StringIO):

@@ -262,3 +262,24 @@ def _host() -> str:
     from jitflow.targets import machine_host
 
     return machine_host()
+
+
+def test_inspect_says_what_a_source_that_names_nothing_lacks(setup, tmp_path):
+    env, model = setup
+    missing = jf("inspect", str(tmp_path / "foo.so"), env=env)
+    assert missing.returncode == 2 and f"{tmp_path / 'foo.so'}: no such file" in missing.stderr
+    cache = tmp_path / "own"
+    built = jf("build", f"{model}:Module", "--target", "c", "--cache-dir", str(cache), "-o", str(tmp_path / "m.so"),
+               env=env)
+    key = built.stdout.split()[2]
+    other = next(c for c in "0123456789abcdef" if c != key[0])
+    absent = jf("inspect", other * 4, "--cache-dir", str(cache), env=env)
+    assert absent.returncode == 2 and f"no cache entry starts with {other * 4}" in absent.stderr
+    short = jf("inspect", key[:4], "--cache-dir", str(cache), env=env)
+    assert short.returncode == 2 and f"needs 6 or more hex digits; 1 entry starts with {key[:4]}" in short.stderr
+    for source in (str(tmp_path / "m.so"), key[:8]):       # built already: build options are refused
+        refused = jf("inspect", source, "--arch", "sm_90", "--cache-dir", str(cache), env=env)
+        assert refused.returncode == 2 and f"{source} is built already: --arch says how to build" in refused.stderr
+        assert no_traceback(refused)
+    shown = jf("inspect", key[:8], "--cache-dir", str(cache), env=env)
+    assert shown.returncode == 0, shown.stderr
