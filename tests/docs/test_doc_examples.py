@@ -253,3 +253,41 @@ def test_doc_examples(doc, folders):
     finally:
         runner.close()
     assert not failed, "\n\n".join(failed)
+
+
+#: what the README calls public besides what `jitflow` itself exports
+PUBLIC_MODULES = ("errors", "report", "tracing", "meta_schedule", "runtime.compat.SimulatedGpu",
+                  "runtime.compat.check_library", "runtime.cpu_features.simulated")
+#: jitflow.NAME as code names it (a schema such as jitflow.cache-ls/1 or a section .jitflow.digest is not code)
+USE = re.compile(r"(?<![\w.])jitflow\.([A-Za-z_]+(?:\.[A-Za-z_]+)*)(?![\w/-])")
+
+
+def _used(text: str) -> set[str]:
+    return set(USE.findall(text))
+
+
+def _bodies(lines: list[str]) -> list[str]:
+    """The text of each fenced block, in order."""
+    found, i = [], 0
+    while i < len(lines):
+        fence = _fence_at(lines, i)
+        if fence is None:
+            i += 1
+        else:
+            found.append(fence[1])
+            i = fence[2]
+    return found
+
+
+def test_examples_and_docs_use_only_the_public_api():
+    import jitflow
+
+    texts = {p: p.read_text() for p in [*sorted((ROOT / "examples").glob("*.py")), *DOCS[1:]]}
+    texts[ROOT / "README.md"] = "\n".join(_bodies((ROOT / "README.md").read_text().splitlines()))   # its code
+
+    def public(name: str) -> bool:
+        return name.split(".")[0] in jitflow.__all__ or any(
+            name == m or name.startswith(m + ".") or m.startswith(name + ".") for m in PUBLIC_MODULES)
+    internal = {p.relative_to(ROOT).as_posix(): sorted(n for n in _used(t) if not public(n)) for p, t in texts.items()}
+    assert {k: v for k, v in internal.items() if v} == {}
+    assert _used("jitflow.targets.visible_gpu_arch() `jitflow.cache-ls/1` .jitflow.digest") == {"targets.visible_gpu_arch"}
