@@ -291,3 +291,11 @@ def test_examples_and_docs_use_only_the_public_api():
     internal = {p.relative_to(ROOT).as_posix(): sorted(n for n in _used(t) if not public(n)) for p, t in texts.items()}
     assert {k: v for k, v in internal.items() if v} == {}
     assert _used("jitflow.targets.visible_gpu_arch() `jitflow.cache-ls/1` .jitflow.digest") == {"targets.visible_gpu_arch"}
+
+
+def test_examples_and_docs_build_for_c_not_llvm():
+    # jitflow builds an llvm target as its C host and warns each process that does: its own
+    # examples name "c" (MetaSchedule still tunes for llvm)
+    llvm = re.compile(r"""jitflow\.compile\([^\n]*["']llvm""")
+    files = [*sorted((ROOT / "examples").glob("*.py")), *DOCS, ROOT / "jitflow" / "meta_schedule" / "relax.py"]
+    assert {p.name: llvm.search(p.read_text()).group(0) for p in files if llvm.search(p.read_text())} == {}
