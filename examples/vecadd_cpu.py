@@ -35,7 +35,8 @@ def main() -> None:
     kind = "cache hit" if info.outcome == "hit" else "built (cache miss)"
     print(f"vecadd on the CPU: {kind} in {elapsed * 1000:.1f} ms, key {exe.key[:12]}")
     if info.outcome == "built":
-        print("  stages: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in info.stages.items()))
+        stages = dict(info.stages, load=elapsed - info.total)   # they add up to the time above
+        print("  stages: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in stages.items()))
     print(f"  result {'matches' if ok else 'DOES NOT match'} numpy")
     print(f"  library: {info.library}")
     if not ok:

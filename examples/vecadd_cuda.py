@@ -35,7 +35,7 @@ def main() -> None:
     exe = jitflow.compile(schedule(), "cuda", arch=["sm_80", "sm_90"])
     path = exe.export_library(out)
     print(f"{path}: {exe.build_info}")
-    if jitflow.targets.visible_gpu_arch() is None:
+    if jitflow.visible_gpu_arch() is None:
         print("no GPU here: copy the library to a GPU machine and run jitflow.load(path)['main'](a, b, c)")
         return
     dev = tvm.cuda(0)

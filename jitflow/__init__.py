@@ -6,7 +6,9 @@
     jitflow.compile(relax_mod, "c").vm("cpu")["main"](x)        # Relax models: a VirtualMachine
 
 The public API is what this module exports, `jitflow.errors`, the report types in
-`jitflow.report` and the trace types in `jitflow.tracing`; every other module is internal and may change.
+`jitflow.report`, the trace types in `jitflow.tracing`, `jitflow.meta_schedule`, and what checks a
+library against another machine: `jitflow.runtime.compat.SimulatedGpu` and `check_library`, and
+`jitflow.runtime.cpu_features.simulated`; every other module is internal and may change.
 """
 from __future__ import annotations
 
@@ -22,13 +24,14 @@ from .runtime.load import load
 _configure_logging(_log_level())
 
 __all__ = ["BuildInfo", "BuildResult", "Executable", "JitflowError", "build_all", "compile", "errors", "load",
-           "load_vm", "trace", "__version__"]
+           "load_vm", "trace", "visible_gpu_arch", "__version__"]
 
 #: imported on first use, so that `import jitflow` in a process that only loads libraries costs what
 #: loading needs (the build side brings TVM's compiler with it when it builds)
 _LAZY = {"BuildInfo": ("pipeline", "BuildInfo"), "BuildResult": ("farm", "BuildResult"),
          "build_all": ("farm", "build_all"), "Executable": ("executable", "Executable"),
-         "compile": ("executable", "compile"), "load_vm": ("runtime.vm", "load_vm"), "trace": ("tracing", "trace")}
+         "compile": ("executable", "compile"), "load_vm": ("runtime.vm", "load_vm"), "trace": ("tracing", "trace"),
+         "visible_gpu_arch": ("targets", "visible_gpu_arch")}
 
 
 def __getattr__(name: str) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +28,25 @@ _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, 
 _LOADED_LOCK = threading.Lock()
 
 
-class Executable:
+def _tvms_executable() -> type:
+    """TVM's Executable class (what tvm.compile returns), where TVM is importable, else object.
+
+    TVM's idioms that take an Executable call its jit() for the runtime module, as
+    tvm.relax.VirtualMachine(exe, dev) does; deriving from it lets them take a jitflow Executable.
+    Every method TVM's class has is jitflow's own here."""
+    try:
+        from tvm.runtime import Executable as TvmExecutable
+    except ImportError:
+        return object
+    return TvmExecutable
+
+
+class Executable(_tvms_executable()):
     """A module, a target and options; builds (or finds in the cache) a library on first use.
 
     The module is jitflow's own copy, taken by compile(): changing the caller's module afterwards
-    changes nothing here, and the key names exactly what is built.
+    changes nothing here, and the key names exactly what is built. It is a tvm.runtime.Executable,
+    so that `tvm.relax.VirtualMachine(exe, dev)` runs a Relax model's library as exe.vm(dev) does.
     """
 
     def __init__(self, mod: Any, spec: TargetSpec, settings: config.Settings, options: BuildOptions,
@@ -43,6 +59,7 @@ class Executable:
         self.build_info: BuildInfo | None = None
         self._options: BuildOptions | None = None
         self._key: CacheKey | None = None
+        self._key_seconds = 0.0          # what taking the key cost, until a build counts it
         self._module: Any = None
         self._meta: dict[str, Any] | None = None
         self._lock = threading.RLock()
@@ -77,7 +94,9 @@ class Executable:
     def _cache_key(self) -> CacheKey:
         with self._lock:
             if self._key is None:
+                start = time.perf_counter()
                 self._key = cache_key(self._mod, self.target, self.settings, self.options, self._in_process)
+                self._key_seconds = time.perf_counter() - start
             return self._key
 
     @property
@@ -105,6 +124,13 @@ class Executable:
             cache_dir=self.settings.cache_dir if cache_dir is None else Path(cache_dir).expanduser().absolute())
         return Executable(self._mod, self.target, settings, self._asked, self._in_process)
 
+    def labelled(self, name: str) -> Executable:
+        """The same executable (the same key), its cache entry labelled `name` where compile(name=)
+        gave it no label: what `jitflow cache ls` shows for it. Nothing is built."""
+        if self._asked.label is not None:
+            return self
+        return Executable(self._mod, self.target, self.settings, replace(self._asked, label=name), self._in_process)
+
     def cached(self) -> bool:
         """Whether the library is in the cache now (looks only: nothing is built or loaded)."""
         key = self._cache_key()
@@ -117,11 +143,14 @@ class Executable:
                 return True
         return False
 
-    def _obtain(self, deadline: Any = None) -> pipeline.Obtained:
-        """The verified library, held open, and its metadata: close it (a `with` block) when done."""
-        fresh = self._key is None        # taken now, from the module as it is now
-        got = pipeline.obtain(self._cache_key(), self._mod, self.target, self.settings, self.options,
-                              self._in_process, key_is_fresh=fresh, deadline=deadline)
+    def _obtain(self, deadline: Any = None, fresh: bool | None = None) -> pipeline.Obtained:
+        """The verified library, held open, and its metadata: close it (a `with` block) when done.
+        fresh: whether the key is taken from the module as it is now (default: when not taken yet)."""
+        fresh = self._key is None if fresh is None else fresh
+        key = self._cache_key()
+        key_seconds, self._key_seconds = self._key_seconds, 0.0   # a build counts the key once
+        got = pipeline.obtain(key, self._mod, self.target, self.settings, self.options, self._in_process,
+                              key_is_fresh=fresh, deadline=deadline, key_seconds=key_seconds)
         self.build_info = got.info
         self._meta = got.meta
         return got
@@ -163,6 +192,7 @@ class Executable:
         with self._lock:
             if self._module is not None:
                 return self._module
+            fresh = self._key is None     # taken just below: the build need not check it again
             memo = (str(self.settings.cache_dir), self.key)
             shared = self.settings.cache_enabled and not self._cache_key().uncacheable
             with _LOADED_LOCK:
@@ -175,7 +205,7 @@ class Executable:
 
                     record.obtained(self.settings.record, self.key, self._meta, "memory", self.settings.cache_dir)
                 return self._module
-            with self._obtain() as got:
+            with self._obtain(fresh=fresh) as got:
                 module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
             self._module = module
             if shared:
@@ -207,8 +237,10 @@ class Executable:
         return self[names[0]](*args)
 
     def vm(self, device: Any = None, memory_cfg: str | None = None) -> Any:
-        """A tvm.relax.VirtualMachine over the jitted library of a Relax module (on `device`:
-        a tvm Device, "cpu", "cuda:0", a torch.device; default the target's first device)."""
+        """A VirtualMachine over the jitted library of a Relax module (on `device`: a tvm Device,
+        "cpu", "cuda:0", a torch.device; default the target's first device). It is jitflow's
+        (jitflow.runtime.vm.VirtualMachine, which needs no `tvm` package), with the methods of
+        tvm.relax.VirtualMachine; tvm.relax.VirtualMachine(exe, dev) gives TVM's own."""
         from .runtime.vm import virtual_machine
 
         module = self.jit()
@@ -282,8 +314,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
             device_options: list[str] | tuple[str, ...] = (), cache: bool | str | None = None,
             cache_dir: str | os.PathLike | None = None, relax_pipeline: Any = None,
             cuda_floor: str | float | None = None, cache_salt: str | None = None,
-            cpu_level: str | None = None, name: str | None = None,
-            record: str | os.PathLike | None = None) -> Executable:
+            cpu_level: str | None = None, name: str | None = None, target_host: Any = None,
+            tir_pipeline: Any = None, record: str | os.PathLike | None = None) -> Executable:
     """Validate the arguments and return a lazy Executable; nothing is lowered or compiled here.
 
     mod: a tvm.IRModule or a PrimFunc (copied: later changes to it do not reach the executable).
@@ -308,6 +340,9 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     (lookups only: a miss is a CacheMissError; nothing is built or written under the cache folder).
     record: a file each key this executable obtains is appended to, as a JSON line (default
     JITFLOW_RECORD; cache/record.py says what a line holds); not part of the key.
+    target_host: TVM's spelling of host= (a TVM target: "llvm -mtriple=aarch64-linux-gnu", "c").
+    tir_pipeline: only TVM's "default" (None): jitflow runs the TIR pipeline registered under TVM's
+    default name, which the key covers (register yours there to run it).
     """
     import tvm
 
@@ -321,7 +356,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
     settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
                               cache_salt=cache_salt, cpu_level=cpu_level, record=record)
-    spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host)
+    _check_tir_pipeline(tir_pipeline)
+    spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host, target_host)
     level = resolve_cpu_level(settings.cpu_level, spec.host, lambda: cpu_features.this_cpu().features,
                               machine_host(), settings.cpu_level_from)
     if pass_config is not None and not isinstance(pass_config, dict):
@@ -340,6 +376,17 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
                                 # None: the compiler's major version .0, found when first needed (Executable.options)
                                 cuda_floor=settings.cuda_floor if spec.is_cuda else None, cpu_level=level)
     return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))
+
+
+def _check_tir_pipeline(value: Any) -> None:
+    """tvm.compile's tir_pipeline=: TVM's "default" is what jitflow runs; another is refused with the way."""
+    if value is None or value == "default":
+        return
+    raise InvalidInputError(
+        f"tir_pipeline={value!r} is not taken: jitflow lowers TIR with the pipeline TVM registers under its "
+        "default name ('s_tir'), and keys the library by that function. To run your own, register it "
+        "there (tvm.tirx.register_tir_pipeline('s_tir', pipeline)) before compiling, or apply its passes "
+        "to the module before jitflow.compile(); leave tir_pipeline out")
 
 
 def _relax_pipeline(value: Any) -> tuple[str | None, Any]:

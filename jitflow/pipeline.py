@@ -42,7 +42,13 @@ log = logging.getLogger("jitflow")
 
 @dataclass
 class BuildInfo:
-    """How a library was obtained and what each stage cost, in seconds (exe.build_info)."""
+    """How a library was obtained and what each stage cost, in seconds (exe.build_info).
+
+    A build's stages add up to its total (to a few milliseconds of bookkeeping): taking the key (when
+    it was taken for this build), the lookup, the wait for the key's lock, importing the builder (once
+    per process), the steps (builder/steps.py), storing and the size cap's eviction. Device archs that
+    compile side by side each count their own time, so with several their sum can pass the total.
+    """
 
     key: str
     outcome: str                       # "hit" (disk cache), "shared" (shared tier), "built", or "memory"
@@ -88,7 +94,8 @@ class Obtained:
 
 
 def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
-           in_process: InProcess, key_is_fresh: bool = False, deadline: Deadline | None = None) -> Obtained:
+           in_process: InProcess, key_is_fresh: bool = False, deadline: Deadline | None = None,
+           key_seconds: float = 0.0) -> Obtained:
     """The verified library for `cache_key`: from the cache, or built (once, under the key's lock) and stored.
 
     deadline: a build still running then is stopped (its compiler killed) with BuildTimeoutError, and
@@ -96,6 +103,7 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
 
     key_is_fresh: the key was taken from `mod` just now, so a build need not take it again to check
     that the module has not changed since (a model's weights take tens of milliseconds to hash).
+    key_seconds: what taking the key just now cost; a build counts it (stage "key") in its total.
     """
     start = time.perf_counter()
     pass_context.warn_if_entered_late(in_process.pass_context)
@@ -110,6 +118,7 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
         found = cache.lookup(key, inputs)
         if found is not None:
             break
+    looked = time.perf_counter() - start
     if found is None and settings.cache_readonly:      # never built: the shared tier's entry, or an error
         from .cache import readonly
 
@@ -127,6 +136,10 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
             found = _build_once(cache, cache_key, mod, spec, settings, options, in_process, info, recheck,
                                 deadline)
     info.total, info.library = time.perf_counter() - start, found[0].path
+    if info.outcome != "hit":    # what the build cost in all: the key and the lookup before it
+        first = {"key": key_seconds} if key_seconds else {}
+        info.stages = {**first, "lookup": looked + info.stages.pop("lookup", 0.0), **info.stages}
+        info.total += key_seconds
     if isinstance(cache, Cache) and not settings.cache_readonly:
         counters.record(cache.root, info.outcome, info.total, found[1])
     log.info("jitflow: %s%s", info, " (cache disabled)" if isinstance(cache, NullCache) else "")
@@ -175,7 +188,9 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
     wait_start = time.perf_counter()
     with cache.lock(key), _shared_turn(settings, cache, key) as shared:
         info.stages["wait"] = time.perf_counter() - wait_start
+        looked = time.perf_counter()
         found = cache.lookup(key, inputs)  # another process may have built it while we waited
+        info.stages["lookup"] = time.perf_counter() - looked
         if found is None and shared.configured:
             from .builder.clock import Clock
 
@@ -188,9 +203,11 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
                                      deadline)
             shared.share()
     if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
+        evict_start = time.perf_counter()
         from .cache import admin
 
         admin.after_publish(cache, key, settings.cache_max_size)
+        info.stages["evict"] = time.perf_counter() - evict_start
     return found
 
 
@@ -199,28 +216,35 @@ def _build_uncached(cache: NullCache, cache_key: CacheKey, mod: Any, spec: Targe
                     recheck: bool, deadline: Deadline | None = None) -> tuple[LibraryFile, dict[str, Any]]:
     """Build in the null cache's temporary folder (removed on failure, its sources kept for the error)."""
     key, inputs = cache_key.digest, cache_key.inputs
+    begun = time.perf_counter()
     with cache.build_folder() as folder:
         try:
             with _progress(key, spec, settings) as progress:
+                info.stages["prepare"] = time.perf_counter() - begun
                 meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck,
                               deadline)
+                closing = time.perf_counter()
         except CompileError as exc:
             from .cache.failed import keep_sources
 
             raise keep_sources(cache.sources_root(), key, folder, exc) from None
-        return LibraryFile.open(folder / LIBRARY), dict(_with_inputs(meta, inputs), key=key)
+        found = LibraryFile.open(folder / LIBRARY), dict(_with_inputs(meta, inputs), key=key)
+    info.stages["open"] = time.perf_counter() - closing    # the progress line closed, the library opened
+    return found
 
 
 def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,
                      options: BuildOptions, in_process: InProcess, info: BuildInfo,
                      recheck: bool, deadline: Deadline | None = None) -> tuple[LibraryFile, dict[str, Any]]:
     """Build into a staging folder and publish it; a full disk is a CacheError that leaves nothing."""
+    begun = time.perf_counter()
     from .builder.clock import Clock
     from .cache.failed import keep_sources
 
     key, inputs = cache_key.digest, cache_key.inputs
     try:
         with cache.staging(key) as folder, _progress(key, spec, settings) as progress:
+            info.stages["prepare"] = time.perf_counter() - begun    # the staging folder, the progress line
             try:
                 meta = _build(folder, mod, cache_key, spec, settings, options, in_process, info, progress, recheck,
                               deadline)
@@ -230,7 +254,10 @@ def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSp
                 raise keep_sources(cache.root, key, folder, exc) from None
             meta = dict(_with_inputs(meta, inputs), stages=dict(info.stages))
             with Clock(info.stages, progress).stage("store"):
-                return cache.publish(key, folder, meta)
+                published = cache.publish(key, folder, meta)
+            closing = time.perf_counter()
+        info.stages["store"] += time.perf_counter() - closing    # the staging folder and progress line closed
+        return published
     except (OSError, CompileError) as exc:  # a full disk shows up as either; nothing half-written stays
         full = _out_of_space(cache.root)
         if isinstance(exc, CompileError) and not full:
@@ -245,13 +272,25 @@ def _build(folder: Path, mod: Any, cache_key: CacheKey, spec: TargetSpec, settin
            deadline: Deadline | None = None) -> dict[str, Any]:
     """build_into, after checking (with `recheck`) that the module is still the one the key was taken
     from (a tensor bound in it and changed in place would otherwise be built under the old key)."""
+    begun = time.perf_counter()
     if recheck and not module_unchanged(cache_key, mod):
         raise InvalidInputError("the module changed after its cache key was taken (a tensor bound in it was "
                                 "modified in place?); call jitflow.compile() again with the changed module")
+    if recheck:
+        info.stages["key check"] = time.perf_counter() - begun
+    begun = time.perf_counter()
     from .builder.steps import build_into
 
+    imported = time.perf_counter() - begun    # the builder and the compilers' modules: once a process
+    if imported >= 0.001:
+        info.stages["import"] = imported
+
     meta = build_into(folder, mod, spec, settings, options, in_process, info.stages, progress, deadline)
+    begun = time.perf_counter()
     info.note = _level_note(folder, spec, options)
+    noted = time.perf_counter() - begun    # the host C read for vector code, this CPU's features
+    if noted >= 0.001:
+        info.stages["cpu note"] = noted
     return meta
 
 

@@ -17,6 +17,7 @@ class Clock:
     def __init__(self, stages: dict[str, float], progress: Progress | None = None) -> None:
         self.stages = stages
         self.progress = progress
+        self._shown: str | None = None    # what show() said last: said again, it is not logged again
 
     @contextmanager
     def stage(self, name: str, doing: str | None = None) -> Iterator[None]:
@@ -41,7 +42,9 @@ class Clock:
             self.progress.finished(item)
 
     def show(self, what: str) -> None:
-        """Say on the progress line what the build is doing now."""
-        log.debug("jitflow: %s ...", what)
+        """Say on the progress line what the build is doing now (logged at debug level once per change)."""
+        if what != self._shown:
+            log.debug("jitflow: %s ...", what)
+            self._shown = what
         if self.progress:
             self.progress.set(what)

@@ -73,6 +73,24 @@ def _device_code(fatbins: dict[int, list[DevicePiece]]) -> dict[str, Any] | None
     return compat.device_code_of_fatbins(data).to_record() if data else None
 
 
+def _prepare(folder: Path, spec: TargetSpec, settings: Settings,
+             options: BuildOptions) -> tuple[Entry, Path, Path]:
+    """Check the archs, make the entry's folders and start what zig needs while TVM lowers (in the
+    background: the commands zig runs, asked for once per machine, and the stub C libraries).
+    Returns the entry, zig's cache folder and this build's own zig folder."""
+    if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
+        device_compiler.check_archs(spec.archs, settings.cuda_compiler)
+    entry = Entry(folder)
+    entry.sources.mkdir(parents=True, exist_ok=True)
+    zig_dir = zig_cache.folder(settings.zig_cache_dir)
+    side = ThreadPoolExecutor(2, thread_name_prefix="jitflow-prepare")
+    side.submit(zig.prepare_compile, spec.host, _include_dirs(), zig_dir,
+                options.cpu_level.zig_cpu if options.cpu_level else None)
+    side.submit(link.prepare, spec.host, zig_dir)
+    side.shutdown(wait=False)
+    return entry, zig_dir, folder / "zig-local"     # zig's objects for this build only: removed with it
+
+
 def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, options: BuildOptions,
                in_process: InProcess, stages: dict[str, float], progress: Progress | None = None,
                deadline: Deadline | None = None) -> dict[str, Any]:
@@ -80,20 +98,13 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
 
     `options` are read, never changed; `in_process` holds the caller's PassContext and Relax Pass.
     `deadline`: past it the compiler running is killed (steps in this process, lowering and NVRTC,
-    are checked when they end) and BuildTimeoutError is raised."""
-    if spec.is_cuda:   # before anything is built: an arch the compiler does not build is an input error
-        device_compiler.check_archs(spec.archs, settings.cuda_compiler)
+    are checked when they end) and BuildTimeoutError is raised.
+
+    Each step's time goes to `stages`; the host C's compile runs beside the device code and packing,
+    so its stage is what it adds to theirs: the stages add up to the time spent here."""
     clock = Clock(stages, progress)
-    entry = Entry(folder)
-    entry.sources.mkdir(parents=True, exist_ok=True)
-    zig_dir = zig_cache.folder(settings.zig_cache_dir)
-    local = folder / "zig-local"          # zig's objects for this build only: removed with it
-    # while TVM lowers: the commands zig runs (asked for once per machine) and the stub C libraries
-    side = ThreadPoolExecutor(2, thread_name_prefix="jitflow-prepare")
-    side.submit(zig.prepare_compile, spec.host, _include_dirs(), zig_dir,
-                options.cpu_level.zig_cpu if options.cpu_level else None)
-    side.submit(link.prepare, spec.host, zig_dir)
-    side.shutdown(wait=False)
+    with clock.stage("prepare", "preparing"):
+        entry, zig_dir, local = _prepare(folder, spec, settings, options)
     with clock.stage("lower", "lowering with TVM"):
         lowered = lower.lower(mod, spec, options.pass_config, relax_pipeline(options, in_process),
                               in_process.pass_context, defer_pack=True)
@@ -101,6 +112,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         deadline.check("lowering with TVM")
     entry.host_c.write_text(lowered.host_c)
     host_start = time.perf_counter()  # zig compiles the host in the background while device code builds
+    beside = sum(stages.values())     # the stages timed meanwhile are not the host's
     host = HostCompile(entry.host_c, lowered.host_c, folder, _include_dirs(), spec.host, zig_dir, local,
                        None if lowered.devices else clock.show,   # the device code has the line first
                        settings.build_jobs, cpu=options.cpu_level.zig_cpu if options.cpu_level else None,
@@ -112,7 +124,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
         if deadline is not None and fatbins:
             deadline.check("compiling device code")
-        data = memory_facts.keep(lowered.ir, lowered.blob, folder, spec.kind, spec.host)
+        with clock.stage("memory", "keeping the memory record"):
+            data = memory_facts.keep(lowered.ir, lowered.blob, folder, spec.kind, spec.host)
         if lowered.blob is not None:
             with clock.stage("pack", "packing the library blob"):
                 blob = pack.with_fatbins(lowered.blob, fatbins) if fatbins else lowered.blob_pieces()
@@ -128,7 +141,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     except BaseException:
         host.cancel()
         raise
-    clock.add("host", time.perf_counter() - host_start)
+    clock.add("host", max(0.0, time.perf_counter() - host_start - (sum(stages.values()) - beside)))
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
                          needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host),

@@ -7,6 +7,7 @@ kept and why (a PruneReport), and prune can say what it would do without doing i
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -44,6 +45,8 @@ class EntryInfo:
     archs: list[str] = field(default_factory=list)
     name: str | None = None        # compile(name=...) or the command line's FILE.py:NAME
     problem: str | None = None    # why its metadata cannot be used (it is refused, rebuilt when next used)
+    cpu_level: str | None = None   # the host code's CPU level; None for the architecture's baseline
+    options: list[str] = field(default_factory=list)   # the keyed options that are not the defaults
 
     def to_json(self) -> dict[str, Any]:
         """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
@@ -52,7 +55,7 @@ class EntryInfo:
                 "last_used": self.last_used, "functions": self.functions, "name": self.name, "readable": known,
                 "kind": self.kind if known else None, "archs": self.archs,
                 "host": self.host if known and self.host != "?" else None, "target": self.target if known else None,
-                "problem": self.problem}
+                "cpu_level": self.cpu_level, "options": self.options, "problem": self.problem}
 
 
 #: Why prune removed an entry: unused for longer than older_than, or least recently used over the cap.
@@ -98,14 +101,56 @@ def entries(cache: Cache) -> list[EntryInfo]:
                 used = entry.stat().st_mtime if entry.exists() else 0.0
             created = float(meta.get("created", used)) if meta else used
             target = (target_of(meta) if meta else None) or {}
+            options = _keyed_options(meta)
+            level = _cpu_level(options)
             found.append(EntryInfo(
                 key=entry.name, path=entry, size=folder_size(entry), created=created, last_used=used,
                 functions=list(meta.get("functions", [])) if meta else [],
-                target=target_text(target, host=False) if target else "?",
+                target=(target_text(target, host=False) + (f" {level}" if level else "")) if target else "?",
+                cpu_level=level, options=option_words(options),
                 host=target.get("host") or "?", readable=meta is not None,
                 kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
                 name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None))
     return found
+
+
+def _keyed_options(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The options an entry's key was taken over (its meta.json's key_inputs), {} where unknown."""
+    options = ((meta or {}).get("key_inputs") or {}).get("options") if isinstance(meta, dict) else None
+    return options if isinstance(options, dict) else {}
+
+
+def _cpu_level(options: dict[str, Any]) -> str | None:
+    level = options.get("cpu_level")
+    name = level.get("name") if isinstance(level, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _short(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")) if not isinstance(value, str) else value
+
+
+def option_words(options: dict[str, Any]) -> list[str]:
+    """What sets an entry apart from a default build of its module, in words: the PassContext's
+    config and opt level other than 3, passes disabled or required, device options, a Relax pipeline
+    other than the default, the cache salt ("tirx.disable_vectorize=true", "opt_level=2")."""
+    words: list[str] = []
+    context = options.get("pass_context") if isinstance(options.get("pass_context"), dict) else {}
+    config = context.get("config") if isinstance(context.get("config"), dict) else {}
+    words += [f"{k}={_short(v)}" for k, v in sorted(config.items())]
+    if context.get("opt_level", 3) != 3:
+        words.append(f"opt_level={_short(context.get('opt_level'))}")
+    for field_name in ("disabled", "required"):
+        if context.get(field_name):
+            words.append(f"{field_name}={_short(context[field_name])}")
+    if options.get("device_options"):
+        words.append("device_options=" + _short(options["device_options"]))
+    pipeline = options.get("relax_pipeline")
+    if isinstance(pipeline, str) and pipeline.split(" = ")[0] != "default":
+        words.append(f"relax_pipeline={pipeline.split(' = ')[0]}")
+    if options.get("salt") is not None:
+        words.append(f"salt={_short(options['salt'])}")
+    return words
 
 
 def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | None:

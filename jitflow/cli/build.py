@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     check_library_name(Path(args.output), "-o")    # before importing the module file: x.tar is never written
     exe = build_options.executable(args.module, args)
     destination(args.output, loaded_sources())   # before building: never over the module file or what it imports
-    out = exe.export_library(args.output)
+    exe.export_library(args.output)
     level = exe.options.cpu_level
-    print(f"{out}: {exe.build_info}" + (f"; CPU level {level.describe()}" if level else ""))
+    print(f"{args.output}: {exe.build_info}" + (f"; CPU level {level.describe()}" if level else ""))   # as -o named it
     return 0

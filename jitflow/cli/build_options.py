@@ -88,8 +88,9 @@ def given(args: argparse.Namespace) -> list[str]:
     return [flag for flag, attr in BUILD_FLAGS.items() if getattr(args, attr, None) not in (None, [], False)]
 
 
-def _check_arch_use(target: str, archs: list[str] | None) -> None:
-    """Say in command-line words what resolve_target would say in Python words, for a plain --target."""
+def _check_arch_use(target: str, archs: list[str] | None, defaulted: bool = False) -> None:
+    """Say in command-line words what resolve_target would say in Python words, for a plain --target
+    (defaulted: no --target was given, so the target is DEFAULT_TARGET)."""
     kind = target.strip().lower()
     if kind in ("c", "llvm") and archs is not None:
         raise InvalidInputError(f"--arch applies to --target cuda only; --target {kind} has no CUDA arch")
@@ -97,8 +98,10 @@ def _check_arch_use(target: str, archs: list[str] | None) -> None:
         from ..targets import visible_gpu_arch
 
         if visible_gpu_arch() is None:
-            raise InvalidInputError("no --arch given and no GPU visible here to pick one from; "
-                                    "pass --arch sm_90 (several: --arch sm_80,sm_90)")
+            default = f"no --target given, so the target is {DEFAULT_TARGET} (the default), and " if defaulted else ""
+            raise InvalidInputError(f"{default}no --arch given and no GPU visible here to pick one from; "
+                                    "pass --arch sm_90 (several: --arch sm_80,sm_90)"
+                                    + (", or --target c to build for the CPU" if defaulted else ""))
 
 
 def _has_relax(obj: Any) -> bool:
@@ -126,12 +129,13 @@ def executable(spec: str, args: argparse.Namespace) -> Any:
         if flags:
             raise InvalidInputError(f"{spec} is a jitflow Executable: its target and options are set in the "
                                     f"file; leave out {', '.join(flags)} or name the module instead")
+        obj = obj.labelled(spec)        # `cache ls` shows the spec, as for a module, unless the file named it
         if args.no_cache or args.cache or args.cache_dir is not None or args.record is not None:
             return obj.with_cache(cache=_cache_mode(args), cache_dir=args.cache_dir, record=args.record)
         return obj
     target = args.target or DEFAULT_TARGET
     archs = arch_list(args.arch)
-    _check_arch_use(target, archs)
+    _check_arch_use(target, archs, defaulted=args.target is None)
     if args.cpu_level is not None:
         from ..targets import cpu_level
 

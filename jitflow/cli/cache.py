@@ -20,7 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="See and manage jitflow's cache (JITFLOW_CACHE_DIR).")
     cache_dir_option(p)
     csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
-    ls = csub.add_parser("ls", help="one line per entry: key, module, target, host, size, times")
+    ls = csub.add_parser("ls", help="one line per entry: key, module, target, host, size, times, options",
+                         description="List the cache's entries, most recently used first: the key, the module "
+                                     "as it was built (FILE.py:NAME, compile(name=), else its functions), the "
+                                     "target with its CPU level, the host, the size, when it was made and last "
+                                     "used, and the options that set it apart from a default build.")
     json_option(ls, LS_SCHEMA)
     ls.set_defaults(func=run_ls)
     info = csub.add_parser("info", help="location, entries by host, sizes (with zig's cache), cap, shared tier",

@@ -7,7 +7,7 @@ from typing import Any
 
 from .output import human_size, when
 
-ENTRY_HEADER = ["key", "module", "target", "host", "size", "created", "last used"]
+ENTRY_HEADER = ["key", "module", "target", "host", "size", "created", "last used", "options"]
 SIZE_COLUMN = 4
 
 
@@ -34,14 +34,20 @@ def open_cache(args: argparse.Namespace, check: bool = True) -> tuple[Any, Any]:
     return settings, folders.for_admin() if check else folders.configured
 
 
+def _options(words: list[str], width: int = 48) -> str:
+    text = " ".join(words) or "-"
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def entry_row(e: Any) -> list[str]:
     """One cache entry (admin.EntryInfo) as a row under ENTRY_HEADER: the module is the name it was
-    built under (FILE.py:NAME on the command line, compile(name=...)), else its functions."""
+    built under (FILE.py:NAME on the command line, compile(name=...)), else its functions; the target
+    has the CPU level, and the options what sets it apart from a default build (shortened)."""
     from ..cache.entry import label
 
     module = label(e.name, e.functions) if e.readable else "(unreadable)"
     return [e.key[:12], module, e.target, e.host,
-            human_size(e.size), when(e.created), when(e.last_used)]
+            human_size(e.size), when(e.created), when(e.last_used), _options(e.options) if e.readable else "?"]
 
 
 def note_refused(rows: list[Any]) -> None:

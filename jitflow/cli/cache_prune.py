@@ -23,7 +23,10 @@ def register(csub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     pr.add_argument("--dry-run", action="store_true", help="remove nothing; list what would be removed")
     json_option(pr, PRUNE_SCHEMA)
     pr.set_defaults(func=run_prune)
-    cl = csub.add_parser("clear", help="remove every entry")
+    cl = csub.add_parser("clear", help="remove every entry",
+                         description="Remove every entry of the cache, after asking on a terminal (elsewhere --yes "
+                                     "is needed). Entries being built are kept, and listed with why; zig's "
+                                     "cache is left alone.")
     cl.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     cl.set_defaults(func=run_clear)
     return [pr, cl]

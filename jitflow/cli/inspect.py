@@ -106,12 +106,44 @@ def _reporter(source: str, args: argparse.Namespace) -> Callable[[], Any]:
     if sep and path_part.endswith(".py"):
         return build_options.executable(source, args).inspect
     path = Path(source).expanduser()
+    is_key = re.fullmatch(r"[0-9a-fA-F]{6,64}", source) is not None
+    if path.is_file() or path.is_dir() or is_key:
+        _built_already(source, args)
     if path.is_file():
         _tvm_library(path)
         return lambda: inspect_library(path, args.cache_dir)
-    if path.is_dir() or re.fullmatch(r"[0-9a-fA-F]{6,64}", source):
+    if path.is_dir() or is_key:
         return lambda: inspect_entry(source, args.cache_dir)
+    if re.fullmatch(r"[0-9a-fA-F]{1,5}", source):
+        raise InvalidInputError(_short_key(source, args.cache_dir))
+    if sep or "/" in source or path.suffix:
+        raise InvalidInputError(f"{source}: no such file")
     raise InvalidInputError(f"{source}: expected FILE.py:NAME, a library (.so), a cache entry folder or a key")
+
+
+def _built_already(source: str, args: argparse.Namespace) -> None:
+    """Refuse build options with a library, an entry folder or a key: what they inspect is built."""
+    flags = [flag for flag in build_options.given(args) if flag != "--cache-dir"]
+    if flags:
+        one = len(flags) == 1
+        raise InvalidInputError(f"{source} is built already: {', '.join(flags)} {'says' if one else 'say'} how to "
+                                f"build FILE.py:NAME; leave {'it' if one else 'them'} out (--cache-dir names the "
+                                "cache a key is looked up in)")
+
+
+def _short_key(prefix: str, cache_dir: str | None) -> str:
+    """Why a SOURCE of a few hex digits names nothing: no entry starts with it, or it is too short to pick one."""
+    from ..cache.location import open_cache
+    from ..config import resolve
+
+    folders = open_cache(resolve(cache_dir=cache_dir, cache=True))
+    count = len(folders.entry_folders(prefix.lower()))
+    if not count:
+        return (f"{prefix}: no such file, and no cache entry starts with {prefix} "
+                f"(in {folders.configured.root}; `jitflow cache ls` lists the keys)")
+    return (f"{prefix}: a cache key needs 6 or more hex digits; {count} "
+            f"{'entry starts' if count == 1 else 'entries start'} with {prefix}: give more of its key "
+            "(`jitflow cache ls` lists them)")
 
 
 def report_of(source: str, args: argparse.Namespace) -> Any:

@@ -2,7 +2,7 @@
 MetaScheduleTuneIRMod (which always builds with MetaSchedule's "local" builder), with jitflow's Builder.
 
     tuned = jitflow.meta_schedule.tune_relax(model, {"kind": "llvm", "num-cores": 2}, "logs", 64)
-    exe = jitflow.compile(tuned, "llvm")          # the tuned schedules, built by jitflow
+    exe = jitflow.compile(tuned, "c")             # the tuned schedules, built by jitflow as its C host
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def tune_relax(mod: Any, target: Any, work_dir: str, max_trials_global: int, *,
     As relax.pipeline.static_shape_tuning_pipeline does: the operators are decomposed and legalized to
     TIR (the zero pipeline), tuned (ms.relax_integration.tune_relax, which takes `tune_options` such as
     runner=, cost_model=, num_trials_per_iter=, seed=), and the database applied under the target.
-    Build the result with jitflow.compile(tuned, target).
+    Build the result with jitflow.compile(tuned, "c") (a CUDA target: jitflow.compile(tuned, target)).
     """
     import tvm
     from tvm import relax

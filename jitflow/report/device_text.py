@@ -101,9 +101,10 @@ def ptx_from_source(source: str, arch: str, compiler: str, options: Sequence[str
 
 
 def readable_ptx(data: bytes) -> str | None:
-    """PTX text of a fatbin entry, or None where it is stored compressed."""
+    """PTX text of a fatbin entry, or None where it is stored compressed. The blank lines the
+    compiler's comments left at its top are dropped."""
     try:
-        text = data.rstrip(b"\0").decode("ascii")
+        text = data.rstrip(b"\0").decode("ascii").lstrip("\r\n")
     except UnicodeDecodeError:
         return None
     return text if ".version" in text and ".target" in text else None

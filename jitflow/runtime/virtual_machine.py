@@ -64,6 +64,8 @@ class VirtualMachine:
     them. vm["fn"] is the VM function (VMFunction: TVM's, DLPack tensors in, tensors out).
     """
 
+    NAIVE_ALLOCATOR, POOLED_ALLOCATOR = NAIVE_ALLOCATOR, POOLED_ALLOCATOR    # as TVM's class names them
+
     def __init__(self, library: Any, device: Any, memory_cfg: str | dict[Any, str] | None = None,
                  functions: Callable[[], Sequence[str] | None] | None = None) -> None:
         """functions: what names the VM's functions when vm[name] has none of that name (None: not known)."""

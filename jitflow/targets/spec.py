@@ -84,10 +84,13 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
                 return _config_of(json.loads(text))
             except json.JSONDecodeError as exc:
                 raise TargetError(f"target {target!r} is not valid JSON: {exc}") from None
-        kind = _known_kind(text.split()[0], target)
-        if text.split()[0] == text:
+        first = text.split()[0]
+        if "/" in first:
+            return _config_of(_tagged(text))
+        kind = _known_kind(first, target)
+        if first == text:
             return {"kind": kind}, False
-        return _config_of(_parse_tvm_target(kind + text[len(text.split()[0]):]))
+        return _config_of(_options_of(kind, text[len(first):], target))
     if isinstance(target, dict):
         config = {k: v for k, v in target.items() if k != "host"}
         config["kind"] = _known_kind(config.get("kind"), config.get("kind"))
@@ -103,18 +106,60 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
 def _as_c_host(config: dict[str, Any]) -> str | None:
     """An llvm (CPU) target read as the C host, said once; the triple it names (its mtriple), if any."""
     warn_once("llvm target", "jitflow: target %r is built as the C host 'c': jitflow compiles TVM's host code as "
-              "C with zig, without LLVM (its CPU options such as -mcpu are not used; -mtriple chooses the host). "
+              "C with zig, without LLVM (its CPU options such as -mcpu are not used: cpu_level= chooses how much of "
+              "the CPU the host code uses, e.g. cpu_level='x86-64-v3' or 'native'; -mtriple chooses the host). "
               "Pass 'c' to say so", config.get("kind"))
     return hosts.from_tvm(config)
 
 
-def _parse_tvm_target(text: str):
+def _tagged(text: str):
+    """The tvm.target.Target a tag string such as "nvidia/nvidia-h100" names (TVM's tag registry)."""
     import tvm
 
-    try:
-        return tvm.target.Target(text)
-    except Exception as exc:
-        raise TargetError(f"TVM cannot parse target {text!r}: {exc}") from None
+    tags = sorted(tvm.target.list_tags())
+    if text not in tags:
+        vendor = text.split("/")[0] + "/"
+        alike = [t for t in tags if t.startswith(vendor)]
+        shown = ", ".join(alike[:6]) + (f" and {len(alike) - 6} more" if len(alike) > 6 else "") if alike else ""
+        raise TargetError(f"TVM knows no target tag {text!r}"
+                          + (f"; its {vendor} tags: {shown} (tvm.target.list_tags() lists all)" if shown
+                             else "; tvm.target.list_tags() lists the tags it knows, or use 'cuda' or 'c'"))
+    return tvm.target.Target(text)
+
+
+#: options of TVM's former target strings ("llvm -mcpu=skylake") whose values are lists
+_LIST_OPTIONS = ("keys", "libs", "mattr")
+
+
+def _options_of(kind: str, options: str, shown: str) -> dict[str, Any]:
+    """TVM's former target string form ("cuda -arch=sm_90", "llvm -mtriple=... -mcpu=...") as the
+    dict TVM takes now: each -name=value an entry (numbers as numbers, a bare -name as true)."""
+    config: dict[str, Any] = {"kind": kind}
+    for word in options.split():
+        name, sep, value = word.lstrip("-").partition("=")
+        if not word.startswith("-") or not name or (sep and not value):
+            raise TargetError(f"target {shown!r}: {word!r} is not an option of the form -name=value; "
+                              f"write the target as a dict, e.g. {{'kind': {kind!r}, 'arch': 'sm_90'}}"
+                              if kind == "cuda" else
+                              f"target {shown!r}: {word!r} is not an option of the form -name=value")
+        if not sep:
+            config[name] = True
+        elif name in _LIST_OPTIONS:
+            config[name] = [v for v in value.split(",") if v]
+        else:
+            config[name] = int(value) if value.lstrip("-").isdigit() else value
+    return config
+
+
+def host_of_target_host(value: Any) -> str | None:
+    """The host triple TVM's `target_host=` names (an llvm target's mtriple, a triple; None for "c",
+    "llvm" or None: this machine). A tvm.target.Target and the former string form are read too."""
+    if type(value).__name__ == "Target" and hasattr(value, "export"):
+        value = plain(value.export())
+    elif isinstance(value, str) and len(value.split()) > 1 and not value.strip().startswith("{"):
+        first = value.split()[0]
+        value = _options_of(first.lower(), value.strip()[len(first):], value)
+    return hosts.from_tvm(value)
 
 
 def plain(value: Any) -> Any:
@@ -146,14 +191,24 @@ def _named_host(target: Any) -> str | None:
     return hosts.from_tvm(host)
 
 
-def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> TargetSpec:
+def resolve_target(target: Any, arch: Any = None, host: str | None = None, target_host: Any = None) -> TargetSpec:
     """Validate target + arch (+ host) and return the TargetSpec; raises TargetError with the fix.
 
     target: None means the entered tvm.target.Target, else DEFAULT_TARGET (chosen()); "llvm" is
-    read as the C host "c", with one warning. host: a triple from SUPPORTED_HOSTS; default the
-    target's own host (an llvm host's or llvm target's mtriple), else the machine running this process.
+    read as the C host "c", with one warning; TVM's tag strings ("nvidia/nvidia-h100") and its former
+    string form ("cuda -arch=sm_90") are read as TVM reads them. host: a triple from SUPPORTED_HOSTS;
+    default the target's own host (an llvm host's or llvm target's mtriple), else the machine running
+    this process. target_host: TVM's name for the host, as a TVM target ("llvm -mtriple=...", a
+    triple, "c"); it must agree with host= where both are given.
     """
+    named = host_of_target_host(target_host)
+    if named is not None:
+        if host is not None and hosts.normalize(host) != named:
+            raise TargetError(f"host={host!r} disagrees with target_host={target_host!r} ({named}); give one of them")
+        host = named
+    defaulted = target is None
     target = chosen(target)
+    defaulted = defaulted and isinstance(target, str) and target == DEFAULT_TARGET
     config, named_arch = _config_of(target)
     own_host = _as_c_host(config) if config["kind"] in _READ_AS else None
     host = hosts.resolve(host, _named_host(target) or own_host)
@@ -169,9 +224,12 @@ def resolve_target(target: Any, arch: Any = None, host: str | None = None) -> Ta
     else:
         found = visible_gpu_arch()
         if found is None:
+            default = (f"no target was given, so it is {DEFAULT_TARGET!r} (the default), and " if defaulted
+                       else "")
             raise TargetError(
-                "no CUDA arch given and no GPU visible to pick one from; "
-                "pass arch= (for example arch='sm_90' or arch=['sm_80', 'sm_90'])")
+                f"{default}no CUDA arch given and no GPU visible to pick one from; "
+                "pass arch= (for example arch='sm_90' or arch=['sm_80', 'sm_90'])"
+                + (", or target='c' to build for the CPU" if defaulted else ""))
         archs = (normalize_arch(found),)
     return TargetSpec(kind="cuda", archs=archs, config=_canonical_config(dict(config, arch=archs[0])), host=host)
 

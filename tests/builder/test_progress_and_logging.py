@@ -40,6 +40,39 @@ def test_build_info_has_stage_times(cache_dir):
     assert all(v >= 0 for v in info.stages.values()) and info.total >= max(info.stages.values())
 
 
+def _adds_up(info) -> str:
+    """'' when a build's stages add up to its total (a generous bound: the machine is busy), else why."""
+    spent = sum(info.stages.values())
+    return "" if abs(info.total - spent) <= 0.1 * info.total + 0.005 else f"{info} adds up to {spent * 1000:.1f} ms"
+
+
+def test_a_builds_stages_add_up_to_its_total(cache_dir):
+    # a first build in a fresh process: the builder's import and the key counted, cached and not
+    code = """
+        import jitflow, kernels
+        for cache in (True, False):
+            exe = jitflow.compile(kernels.axpb(705.0), "c", cache=cache)
+            exe.jit()        # the key is taken first, then the build: both count
+            info = exe.build_info
+            print(info.total, sum(info.stages.values()), " ".join(k.replace(" ", "_") for k in info.stages))
+    """
+    lines = run_python(code).stdout.splitlines()
+    for line in lines:
+        total, spent, names = line.split(maxsplit=2)
+        assert abs(float(total) - float(spent)) <= 0.1 * float(total) + 0.005, line
+        assert names.startswith("key lookup"), line
+    assert "import" in lines[0].split()          # the first build imports the builder
+    # and in a process that has built before, through build(): where the key was not taken first
+    for cache in (True, False):
+        exe = jitflow.compile(kernels.axpb(706.0), "c", cache=cache)
+        exe.build()
+        assert exe.build_info.outcome == "built" and "key" in exe.build_info.stages
+        assert _adds_up(exe.build_info) == ""
+    again = jitflow.compile(kernels.axpb(706.0), "c")
+    again.build()                       # a hit: nothing built, no stages
+    assert again.build_info.outcome == "hit" and again.build_info.stages == {}
+
+
 def test_jitflow_log_env_levels(cache_dir):
     code = """
         import jitflow, kernels
@@ -50,6 +83,7 @@ def test_jitflow_log_env_levels(cache_dir):
     assert "lower took" in info and " ... " not in info
     debug = run_python(code.replace("702.0", "704.0"), env={"JITFLOW_LOG": "debug"}).stderr
     assert "lower ..." in debug
+    assert debug.count("compiling the host C") == 1, debug      # said once, however often the line is set
 
 
 class _Tty(io.StringIO):

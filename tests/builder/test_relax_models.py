@@ -222,6 +222,27 @@ def test_storage_plan_with_a_symbolic_batch():
 
 
 @needs_compiler
+def test_tvms_virtual_machine_takes_a_jitflow_executable(cache_dir):
+    import tvm
+
+    from jitflow.runtime.virtual_machine import VirtualMachine
+
+    w = models.mlp_weights(seed=9)
+    x = np.random.default_rng(3).standard_normal((4, 16)).astype("float32")
+    exe = jitflow.compile(models.mlp(weights=w), "c")
+    assert isinstance(exe, tvm.runtime.Executable)
+    tvms = tvm.relax.VirtualMachine(exe, tvm.cpu())          # TVM's idiom: it calls exe.jit()
+    assert type(tvms) is tvm.relax.VirtualMachine
+    np.testing.assert_allclose(tvms["main"](_tensor(x)).numpy(), models.mlp_reference(x, w), rtol=1e-5, atol=1e-5)
+    assert exe.build_info.outcome == "built"
+    ours = exe.vm("cpu")          # jitflow's own (no `tvm` needed), with every public name of TVM's
+    assert isinstance(ours, VirtualMachine) and not isinstance(ours, tvm.relax.VirtualMachine)
+    public = {n for n in dir(tvm.relax.VirtualMachine) if not n.startswith("_")}
+    assert public <= set(dir(ours)), public - set(dir(ours))
+    np.testing.assert_array_equal(ours["main"](_tensor(x)).numpy(), tvms["main"](_tensor(x)).numpy())
+
+
+@needs_compiler
 def test_vm_misuse_is_explained(cache_dir, tmp_path):
     import kernels
 

@@ -289,3 +289,29 @@ def test_doctor_and_cache_info_say_what_is_wrong_with_the_shared_tiers_url(built
     assert set(shared["counters"]) == {"hits", "misses", "refusals", "stored", "too_large", "errors"}
     shown = info.stdout.rsplit(" (", 1)[1].removesuffix(", on this machine)\n").split(", ")
     assert sorted(shown) == sorted(f"{name.replace('_', ' ')} {n}" for name, n in shared["counters"].items())
+
+
+def test_every_command_and_cache_action_has_a_description():
+    import argparse
+
+    from jitflow.cli.main import parser
+
+    def commands(p: argparse.ArgumentParser, path: str):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    yield f"{path} {name}", child
+                    yield from commands(child, f"{path} {name}")
+
+    found = dict(commands(parser(), "jitflow"))
+    assert {"jitflow cache ls", "jitflow cache clear", "jitflow build"} <= set(found)
+    assert [name for name, p in found.items() if not p.description] == []
+    shown = jf("cache", "clear", "--help").stdout
+    assert "Remove every entry of the cache" in shown
+
+
+def test_docs_list_every_option_for_b_of_a_diff():
+    from jitflow.cli.inspect import B_FLAGS
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    assert [f"--b-{flag[2:]}" for flag in B_FLAGS if f"`--b-{flag[2:]}" not in text] == []

@@ -171,6 +171,12 @@ def test_cuda_without_arch_says_the_option(setup):
     env, model = setup
     out = jf("inspect", f"{model}:Module", env=env)
     assert out.returncode == 2 and "no --arch given" in out.stderr and "pass --arch sm_90" in out.stderr
+    assert "no --target given, so the target is cuda (the default)" in out.stderr
+    assert "or --target c to build for the CPU" in out.stderr
+    built = jf("build", f"{model}:Module", "-o", "x.so", env=env)
+    assert built.returncode == 2 and "--target c to build for the CPU" in built.stderr and no_traceback(built)
+    named = jf("build", f"{model}:Module", "--target", "cuda", "-o", "x.so", env=env)
+    assert named.returncode == 2 and "no --arch given" in named.stderr and "default" not in named.stderr
 
 
 def test_exit_codes_of_inspect_diff_follow_diff(setup):
@@ -227,3 +233,53 @@ def test_build_refuses_to_write_over_its_own_inputs(setup, tmp_path):
         assert proc.returncode == 2 and no_traceback(proc), proc.stderr
         assert "an input of this build" in proc.stderr and "Give another output name" in proc.stderr
     assert {p: p.read_bytes() for p in sources} == sources
+
+
+def test_cache_ls_tells_entries_apart_by_spec_options_and_cpu_level(setup, tmp_path):
+    env, model = setup
+    cache = tmp_path / "own"
+    for spec, extra in ((f"{model}:reuse", []), (f"{model}:no_reuse", []),
+                        (f"{model}:Module", ["--target", "c", "--cpu-level", "x86-64-v3"])):
+        built = jf("build", spec, *extra, "--cache-dir", str(cache), "-o", str(tmp_path / "x.so"), env=env)
+        assert built.returncode == 0, built.stderr
+    listed = jf("cache", "ls", "--cache-dir", str(cache), env=env)
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[-1] == "options" and len(rows) == 3
+    by_module = {row.split()[1]: row for row in rows}
+    assert set(by_module) == {f"{model}:reuse", f"{model}:no_reuse", f"{model}:Module"}   # Executables by spec
+    assert by_module[f"{model}:no_reuse"].endswith("  tirx.disable_storage_rewrite=true")
+    assert by_module[f"{model}:reuse"].endswith("  -")
+    assert f" c x86-64-v3  {_host()}" in by_module[f"{model}:Module"]
+    shown = json.loads(jf("cache", "ls", "--json", "--cache-dir", str(cache), env=env).stdout)
+    entries = {e["name"]: e for e in shown["entries"]}
+    assert entries[f"{model}:no_reuse"]["options"] == ["tirx.disable_storage_rewrite=true"]
+    assert entries[f"{model}:reuse"]["options"] == [] and entries[f"{model}:reuse"]["cpu_level"] is None
+    level = entries[f"{model}:Module"]
+    assert (level["cpu_level"], level["target"], level["kind"]) == ("x86-64-v3", "c x86-64-v3", "c")
+
+
+def _host() -> str:
+    from jitflow.targets import machine_host
+
+    return machine_host()
+
+
+def test_inspect_says_what_a_source_that_names_nothing_lacks(setup, tmp_path):
+    env, model = setup
+    missing = jf("inspect", str(tmp_path / "foo.so"), env=env)
+    assert missing.returncode == 2 and f"{tmp_path / 'foo.so'}: no such file" in missing.stderr
+    cache = tmp_path / "own"
+    built = jf("build", f"{model}:Module", "--target", "c", "--cache-dir", str(cache), "-o", str(tmp_path / "m.so"),
+               env=env)
+    key = built.stdout.split()[2]
+    other = next(c for c in "0123456789abcdef" if c != key[0])
+    absent = jf("inspect", other * 4, "--cache-dir", str(cache), env=env)
+    assert absent.returncode == 2 and f"no cache entry starts with {other * 4}" in absent.stderr
+    short = jf("inspect", key[:4], "--cache-dir", str(cache), env=env)
+    assert short.returncode == 2 and f"needs 6 or more hex digits; 1 entry starts with {key[:4]}" in short.stderr
+    for source in (str(tmp_path / "m.so"), key[:8]):       # built already: build options are refused
+        refused = jf("inspect", source, "--arch", "sm_90", "--cache-dir", str(cache), env=env)
+        assert refused.returncode == 2 and f"{source} is built already: --arch says how to build" in refused.stderr
+        assert no_traceback(refused)
+    shown = jf("inspect", key[:8], "--cache-dir", str(cache), env=env)
+    assert shown.returncode == 0, shown.stderr

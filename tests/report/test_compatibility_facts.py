@@ -35,6 +35,12 @@ def test_json_of_a_library_with_newer_ptx(cache_dir, tmp_path):
     """)
     d = json.loads(proc.stdout)
     assert d["compatibility"]["ptx"] == [{"arch": "compute_80", "isa": "9.5"}]
+    shown = run_python(f"""
+        import sys
+        from jitflow.cli.main import main
+        sys.exit(main(["inspect", {str(path)!r}, "--section", "ptx"]))
+    """).stdout
+    assert shown.startswith("// ---- PTX sm_80 ----\n.version 9.5\n"), shown[:200]   # a library's PTX, at once
     assert d["compatibility"]["min_driver"] == "13.5" and d["compatibility"]["sass"] == ["sm_80"]
     assert {e["kind"]: e["isa"] for e in d["fatbin"]} == {"sass": None, "ptx": "9.5"}
 

@@ -92,3 +92,71 @@ def test_a_pass_context_entered_around_jit_but_not_compile_is_said_once(cache_di
         jitflow.compile(kernels.axpb(8.0), "c", cache=False).export_library(cache_dir.parent / "x.so")
     assert len(late()) == 1 and "Enter it around jitflow.compile()" in late()[0].getMessage()
     assert exe.key == jitflow.compile(kernels.axpb(7.0), "c").key          # built without it
+
+
+def test_without_a_gpu_the_defaulted_target_says_it_is_cuda_and_how_to_build_for_the_cpu(monkeypatch):
+    import pytest
+
+    from jitflow.errors import TargetError
+    from jitflow.targets import spec
+
+    monkeypatch.setattr(spec, "visible_gpu_arch", lambda: None)
+    with pytest.raises(TargetError) as defaulted:
+        jitflow.compile(_vecadd())
+    text = str(defaulted.value)
+    assert "no target was given, so it is 'cuda' (the default)" in text and "target='c' to build for the CPU" in text
+    assert "arch='sm_90'" in text
+    for named in ("cuda", {"kind": "cuda"}):     # asked for CUDA: only the arch is missing
+        with pytest.raises(TargetError) as asked:
+            jitflow.compile(_vecadd(), named)
+        assert "no CUDA arch given" in str(asked.value) and "default" not in str(asked.value)
+        assert "target='c'" not in str(asked.value)
+
+
+def test_tvms_spellings_tag_strings_former_string_form_and_target_host():
+    import pytest
+    import tvm
+
+    from jitflow.errors import InvalidInputError, TargetError
+
+    tagged = resolve_target("nvidia/nvidia-h100")        # what tvm.target.Target("nvidia/nvidia-h100") is
+    assert tagged == resolve_target(tvm.target.Target("nvidia/nvidia-h100"))
+    assert tagged.archs == ("sm_90a",)
+    with pytest.raises(TargetError, match=r"TVM knows no target tag 'nvidia/h100'; its nvidia/ tags: nvidia/"):
+        resolve_target("nvidia/h100")
+    # TVM's former string form, which TVM 0.27 itself no longer parses
+    assert resolve_target("cuda -arch=sm_90").canonical() == resolve_target("cuda", arch="sm_90").canonical()
+    threads = resolve_target("cuda -arch=sm_80 -max_num_threads=512")
+    assert threads.archs == ("sm_80",) and threads.config["max_num_threads"] == 512
+    assert resolve_target("llvm -mtriple=aarch64-linux-gnu").host == "aarch64-linux-gnu"
+    with pytest.raises(TargetError, match=r"'arch=sm_90' is not an option of the form -name=value; write"):
+        resolve_target("cuda arch=sm_90")
+    # target_host= is host=
+    gpu = _vecadd()
+    arm = jitflow.compile(gpu, "cuda", arch="sm_90", target_host="llvm -mtriple=aarch64-linux-gnu")
+    assert arm.target.host == "aarch64-linux-gnu"
+    assert arm.key == jitflow.compile(gpu, "cuda", arch="sm_90", host="aarch64-linux-gnu").key
+    as_target = tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu"})
+    assert jitflow.compile(gpu, "cuda", arch="sm_90", target_host=as_target).key == arm.key
+    with pytest.raises(TargetError, match="disagrees with target_host="):
+        jitflow.compile(gpu, "cuda", arch="sm_90", host="x86_64-linux-gnu", target_host="aarch64-linux-gnu")
+    # tir_pipeline=: TVM's default is what runs; another says how to run it
+    assert jitflow.compile(gpu, "cuda", arch="sm_90", tir_pipeline="default").key == \
+        jitflow.compile(gpu, "cuda", arch="sm_90").key
+    with pytest.raises(InvalidInputError, match=r"tir_pipeline='s_tir' is not taken.*register_tir_pipeline\('s_tir'"):
+        jitflow.compile(gpu, "cuda", arch="sm_90", tir_pipeline="s_tir")
+
+
+def test_an_llvm_cpu_option_names_the_jitflow_argument(caplog):
+    import logging
+
+    import kernels
+
+    from jitflow import logs
+
+    logs.forget_warnings()
+    caplog.set_level(logging.WARNING, "jitflow")
+    exe = jitflow.compile(kernels.axpb(5.0), "llvm -mcpu=skylake")
+    assert exe.key == jitflow.compile(kernels.axpb(5.0), "c").key
+    said = [r.getMessage() for r in caplog.records if "built as the C host" in r.getMessage()]
+    assert len(said) == 1 and "-mcpu are not used: cpu_level= chooses" in said[0]
