@@ -256,7 +256,7 @@ def test_doc_examples(doc, folders):
 
 
 #: what the README calls public besides what `jitflow` itself exports
-PUBLIC_MODULES = ("errors", "report", "tracing", "meta_schedule", "runtime.compat.SimulatedGpu",
+PUBLIC_MODULES = ("errors", "report", "tracing", "meta_schedule", "cache.pack", "cache.unpack", "runtime.compat.SimulatedGpu",
                   "runtime.compat.check_library", "runtime.cpu_features.simulated")
 #: jitflow.NAME as code names it (a schema such as jitflow.cache-ls/1 or a section .jitflow.digest is not code)
 USE = re.compile(r"(?<![\w.])jitflow\.([A-Za-z_]+(?:\.[A-Za-z_]+)*)(?![\w/-])")
