@@ -68,22 +68,26 @@ def _copy(source: IO[bytes], size: int, dest: str) -> str:
     """Write `size` bytes of `source` to the new file `dest`; their sha256 (short: a shorter file)."""
     h = hashlib.sha256()
     fd = os.open(dest, _WRITE_FLAGS, 0o600)
-    with os.fdopen(fd, "wb") as out:
+    try:
         left = size
         while left:
             chunk = source.read(min(_CHUNK, left))
             if not chunk:
                 break
             h.update(chunk)
-            out.write(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
             left -= len(chunk)
+    finally:
+        os.close(fd)
     return h.hexdigest() if left == 0 else "short"
 
 
 def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest; its entries."""
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|")
+        tar = tarfile.open(fileobj=stream, mode="r:")     # uncompressed only; read front to back
         first = tar.next()
     except (tarfile.TarError, EOFError) as exc:
         raise _refuse(path, f"it is not an uncompressed tar ({exc})") from None
