@@ -5,15 +5,18 @@
 The kernels are built once into a cache (DIR, by default a folder under the temporary folder that
 later runs reuse) and packed; then each run unpacks the bundle into an empty cache, every file
 checked against the manifest and every entry against the cache's checks, then published under its
-key's lock with the counters kept: `jitflow.cache.unpack()` in this process, and the
-`jitflow cache unpack` command (a fresh interpreter, its start included), against `tar -xf` into an
-empty folder. Medians of `--runs`; throughput is the bundle's bytes over the time. Goal: unpack
-within 2x of `tar -x`.
+key's lock with the counters kept: `jitflow.cache.unpack()` in a fresh interpreter, timed after its
+imports, and the `jitflow cache unpack` command (its start and imports included), against
+`tar -xf` into an empty folder. Medians of `--runs` of the wall time and of the CPU time (user and system: on a busy
+shared machine the wall time of a Python process moves with the load far more than tar's);
+throughput is the bundle's bytes over the wall time. Goal: unpack within 2x of `tar -x`.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -23,27 +26,45 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+BUILD = """
+import jitflow, kernels
+exes = [jitflow.compile(kernels.axpb(1000.0 + i), "c") for i in range({n})]
+failed = [r for r in jitflow.build_all(exes) if not r.ok]
+assert not failed, failed[0].error
+print(*(exe.key for exe in exes))
+"""
+
+#: the API in a fresh interpreter, timed after the modules it uses are imported (as in an application
+#: that unpacks at start-up)
+API = """
+import json, resource, sys, tarfile, time
+import jitflow.cache, jitflow.cache.bundle_unpack, jitflow.cache.door, jitflow.cache.admin, jitflow.cache.location
+import jitflow.cache.counters, jitflow.cache.key_lock, jitflow.config, jitflow.doctor.checks
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+start, c = time.perf_counter(), cpu()
+result = jitflow.cache.unpack(sys.argv[1], cache_dir=sys.argv[2])
+print(json.dumps([time.perf_counter() - start, cpu() - c, len(result.installed)]))
+"""
 
 
-def build(cache: Path, n: int) -> list[str]:
-    """The keys of n small CPU kernels, built into `cache` where they are not there yet."""
-    os.environ["JITFLOW_CACHE_DIR"] = str(cache)
-    import jitflow
-    import kernels
-
-    exes = [jitflow.compile(kernels.axpb(1000.0 + i), "c") for i in range(n)]
-    results = jitflow.build_all(exes)
-    failed = [r for r in results if not r.ok]
-    if failed:
-        raise SystemExit(f"benchmarks/unpack.py: {len(failed)} builds failed: {failed[0].error}")
-    return [exe.key for exe in exes]
+def run(args: list[str], env: dict[str, str]) -> str:
+    return subprocess.run(args, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def timed(action) -> float:
-    start = time.perf_counter()
+def _cpu() -> float:
+    """CPU seconds (user and system) of this process and of its finished children."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(action) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of action()."""
+    start, cpu = time.perf_counter(), _cpu()
     action()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu() - cpu
 
 
 def main() -> None:
@@ -52,42 +73,37 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "jitflow-unpack-bench")
     args = parser.parse_args()
-    import jitflow.cache
-
-    keys = build(args.cache, args.entries)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, JITFLOW_CACHE_DIR=str(args.cache),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    keys = run([sys.executable, "-c", BUILD.format(n=args.entries)], env).split()
+    jitflow = [sys.executable, "-m", "jitflow", "cache"]
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Path(tmp) / "bundle.tar"
-        packed = jitflow.cache.pack(bundle, keys=keys, cache_dir=args.cache)
-        size = packed.bytes
-        files = sum(len(e.files) for e in packed.entries)
-        print(f"bundle: {len(packed.entries)} entries, {files} files, {size / 1e6:.2f} MB")
-        times: dict[str, list[float]] = {"tar -x": [], "unpack (in process)": [], "jitflow cache unpack": []}
-        for run in range(args.runs):
-            dest = Path(tmp) / f"tar{run}"
+        packed = json.loads(run(jitflow + ["pack", str(bundle), "--json", *(f"--key={k}" for k in keys)], env))
+        size = packed["bytes"]
+        files = sum(len(e["files"]) for e in packed["entries"])
+        print(f"bundle: {len(packed['entries'])} entries, {files} files, {size / 1e6:.2f} MB")
+        times: dict[str, list[tuple[float, float]]] = {"tar -x": [], "unpack() after imports": [],
+                                                       "jitflow cache unpack": []}
+        for n in range(args.runs):
+            dest = Path(tmp) / f"tar{n}"
             dest.mkdir()
-            times["tar -x"].append(timed(lambda: subprocess.run(["tar", "-xf", str(bundle), "-C", str(dest)],
-                                                                check=True)))
-            cache = Path(tmp) / f"api{run}"
-            result = None
-
-            def api() -> None:
-                nonlocal result
-                result = jitflow.cache.unpack(bundle, cache_dir=cache)
-            times["unpack (in process)"].append(timed(api))
-            assert result is not None and len(result.installed) == len(keys), result
-            command = [sys.executable, "-m", "jitflow", "cache", "unpack", str(bundle), "--cache-dir",
-                       str(Path(tmp) / f"cli{run}")]
-            times["jitflow cache unpack"].append(timed(lambda: subprocess.run(command, env=env, check=True,
-                                                                              capture_output=True)))
-            for folder in (dest, cache, Path(tmp) / f"cli{run}"):
-                shutil.rmtree(folder)
-        base = statistics.median(times["tar -x"])
+            times["tar -x"].append(timed(lambda: run(["tar", "-xf", str(bundle), "-C", str(dest)], env)))
+            wall, cpu, installed = json.loads(run([sys.executable, "-c", API, str(bundle), str(Path(tmp) / f"api{n}")],
+                                                  env))
+            assert installed == len(keys), installed
+            times["unpack() after imports"].append((wall, cpu))
+            command = jitflow + ["unpack", str(bundle), "--cache-dir", str(Path(tmp) / f"cli{n}")]
+            times["jitflow cache unpack"].append(timed(lambda: run(command, env)))
+            for folder in ("tar", "api", "cli"):
+                shutil.rmtree(Path(tmp) / f"{folder}{n}")
+        base = statistics.median(t for t, _ in times["tar -x"])
+        base_cpu = statistics.median(c for _, c in times["tar -x"])
         for name, values in times.items():
-            median = statistics.median(values)
-            print(f"{name:<22} {median * 1e3:8.1f} ms  {size / median / 1e6:7.1f} MB/s  "
-                  f"{median / base:5.2f}x tar -x  (median of {len(values)})")
-
+            wall = statistics.median(t for t, _ in values)
+            cpu = statistics.median(c for _, c in values)
+            print(f"{name:<22} {wall * 1e3:8.1f} ms  {size / wall / 1e6:6.1f} MB/s  {wall / base:5.2f}x tar -x;  "
+                  f"CPU {cpu * 1e3:7.1f} ms  {cpu / base_cpu:5.2f}x  (medians of {len(values)})")
 
 if __name__ == "__main__":
     main()

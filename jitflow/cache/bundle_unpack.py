@@ -64,26 +64,30 @@ def _what(member: tarfile.TarInfo) -> str:
     return f"the member {name!r} is not one the manifest lists"
 
 
-def _copy(source: IO[bytes], size: int, dest: Path) -> str:
+def _copy(source: IO[bytes], size: int, dest: str) -> str:
     """Write `size` bytes of `source` to the new file `dest`; their sha256 (short: a shorter file)."""
     h = hashlib.sha256()
     fd = os.open(dest, _WRITE_FLAGS, 0o600)
-    with os.fdopen(fd, "wb") as out:
+    try:
         left = size
         while left:
             chunk = source.read(min(_CHUNK, left))
             if not chunk:
                 break
             h.update(chunk)
-            out.write(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
             left -= len(chunk)
+    finally:
+        os.close(fd)
     return h.hexdigest() if left == 0 else "short"
 
 
 def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest; its entries."""
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|")
+        tar = tarfile.open(fileobj=stream, mode="r:")     # uncompressed only; read front to back
         first = tar.next()
     except (tarfile.TarError, EOFError) as exc:
         raise _refuse(path, f"it is not an uncompressed tar ({exc})") from None
@@ -99,8 +103,9 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     except BundleError as exc:
         raise _refuse(path, str(exc), "" if "version" in str(exc) else _FIX) from None
     expected = {bundle_format.member_name(e.key, f.path): (e.key, f) for e in entries for f in e.files}
+    root = str(staging)
     for e in entries:
-        os.mkdir(staging / e.key, 0o700)
+        os.mkdir(os.path.join(root, e.key), 0o700)
     seen: set[str] = set()
     while (member := tar.next()) is not None:
         name = member.name
@@ -112,9 +117,9 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
         if member.size != line.size:
             raise _refuse(path, f"the member {name!r} is {member.size} bytes, and the manifest says {line.size}")
         seen.add(name)
-        dest = staging / key / line.path
-        if "/" in line.path and not dest.parent.is_dir():
-            os.mkdir(dest.parent, 0o700)
+        dest = os.path.join(root, key, line.path)     # strings: pathlib costs more than the copy here
+        if "/" in line.path and not os.path.isdir(os.path.dirname(dest)):
+            os.mkdir(os.path.dirname(dest), 0o700)
         digest = _copy(tar.extractfile(member), line.size, dest)  # type: ignore[arg-type]
         if digest == "short":
             raise _refuse(path, f"it ends inside the member {name!r} (truncated)")
@@ -155,20 +160,20 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
                 raise _refuse(source, f"it is not a whole tar ({exc})") from None
         from .door import admit, check_folder
 
-        for e in entries:
-            try:
-                check_folder(staging / e.key, e.key)
-            except EntryRefusedError as exc:
-                raise _refuse(source, str(exc)) from None
-        for e in entries:
-            admitted = admit(cache, e.key, staging / e.key)
+        try:
+            checked = [check_folder(staging / e.key, e.key) for e in entries]
+        except EntryRefusedError as exc:
+            raise _refuse(source, str(exc)) from None
+        empty = not any(cache.entries.iterdir())
+        for e, entry in zip(entries, checked):
+            admitted = admit(cache, e.key, entry)
             admitted.close()
             if admitted.installed:
                 result.installed.append(e.key)
                 result.bytes += e.size
             else:
                 result.skipped.append(e.key)
-        _keep_cap(cache, result.bytes, settings.cache_max_size)
+        _keep_cap(cache, result.bytes, settings.cache_max_size, empty)
     except OSError as exc:
         raise CacheError(f"cannot unpack the bundle into {cache.root}: {exc.strerror or exc} (entries installed "
                          f"before this: {len(result.installed)}); free space, or give another --cache-dir") from None
@@ -177,14 +182,18 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
     return result
 
 
-def _keep_cap(cache: Cache, installed: int, max_size: int) -> None:
+def _keep_cap(cache: Cache, installed: int, max_size: int, was_empty: bool) -> None:
     """The size cap, once for every entry installed (admin.after_publish does it for one): the
     entries' recorded size grows by what the manifest says was installed (each entry's metadata, as
-    published, a few bytes more), and the cache is pruned when that passes the cap or is unknown."""
+    published, a few bytes more), and the cache is pruned when that passes the cap or is unknown (a
+    cache that was empty before is what was installed, without a walk)."""
     if not installed:
         return
     from . import admin, counters
 
     size = counters.grow(cache.root, installed)
+    if size is None and was_empty:
+        counters.set_size(cache.root, installed)
+        size = installed
     if size is None or size > max_size:
         admin.prune(cache, max_size=max_size)

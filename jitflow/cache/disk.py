@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -25,7 +24,7 @@ from ..errors import CacheError, UntrustedFolderError
 from ..files import folder_trust
 from ..runtime.library_file import LibraryFile
 from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
-                    read_meta_file)
+                    meta_text, read_meta_file)
 
 log = logging.getLogger("jitflow")
 
@@ -222,7 +221,7 @@ class Cache:
             os.fchmod(lib_fd, stat.S_IMODE(os.fstat(lib_fd).st_mode) & ~0o022)
             meta = as_json(dict(meta, key=key, format=FORMAT_VERSION, so_size=library.size,
                                 so_sha256=sha256_fd(lib_fd), created=meta.get("created", time.time())))
-            staged.meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True))
+            staged.meta_path.write_text(meta_text(meta))
             os.chmod(staged.meta_path, 0o600)
             staged.used.touch()
             final = self.entry_dir(key)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any, Mapping
 from ..errors import EntryRefusedError
 from ..runtime.library_file import LibraryFile
 from .disk import Cache, sha256_fd
-from .entry import LIBRARY, META, META_MAX_BYTES, TRAVELLING, Entry, as_json, decode_meta, library_problem, meta_problem
+from .entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta, library_problem,
+                    meta_problem, meta_text)
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -57,17 +57,31 @@ def _problem(key: str, meta: dict[str, Any] | None, expect: dict[str, Any] | Non
     return problem
 
 
-def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The metadata of the entry laid out in `folder` (a staging folder), after every check admit()
-    makes; EntryRefusedError naming the first that failed."""
-    names = []
-    for dirpath, dirs, files in os.walk(folder):
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
-            names.append(os.path.relpath(os.path.join(dirpath, name), folder))
-    for name in names:
-        st = os.lstat(folder / name)
-        if not TRAVELLING.fullmatch(name) or not stat.S_ISREG(st.st_mode):
-            raise EntryRefusedError(f"entry {key[:12]}: {name!r} is not a file an entry holds")
+@dataclass(frozen=True)
+class Checked:
+    """An entry laid out in a staging folder that passed check_folder(): admit() takes it as it is
+    (a bundle checks every entry before it installs the first)."""
+
+    key: str
+    folder: Path
+    meta: dict[str, Any]
+
+
+def _check_names(folder: str, prefix: str, key: str) -> None:
+    """Every name under `folder` is a regular file an entry holds (entry.TRAVELLING), `src/` aside."""
+    with os.scandir(folder) as found:
+        for item in found:
+            name = prefix + item.name
+            if name == SOURCES and not prefix and item.is_dir(follow_symlinks=False):
+                _check_names(item.path, f"{SOURCES}/", key)
+            elif not (TRAVELLING.fullmatch(name) and item.is_file(follow_symlinks=False)):
+                raise EntryRefusedError(f"entry {key[:12]}: {name!r} is not a file an entry holds")
+
+
+def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -> Checked:
+    """The entry laid out in `folder` (a private staging folder of this process) with its metadata,
+    after every check admit() makes; EntryRefusedError naming the first that failed."""
+    _check_names(str(folder), "", key)
     try:
         fd = os.open(folder / META, _READ_FLAGS)
     except OSError:
@@ -87,16 +101,16 @@ def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -
     if problem:
         raise EntryRefusedError(f"entry {key[:12]}: {problem}")
     assert meta is not None
-    return meta
+    return Checked(key, Path(folder), meta)
 
 
-def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes], meta: dict[str, Any] | None = None, *,
+def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, meta: dict[str, Any] | None = None, *,
           expect: dict[str, Any] | None = None, locked: bool = False, max_size: int | None = None) -> Admitted:
     """Install an entry made elsewhere into `cache`, checked, as a build publishes one.
 
-    source: a folder inside the cache's staging folder laid out as an entry (it is moved into place),
-    or {name in the entry folder: bytes} with `meta` (the shared tier's and a worker's entries carry
-    their metadata beside the files). expect: the key's inputs, when the caller knows them.
+    source: a folder inside the cache's staging folder laid out as an entry (it is moved into place;
+    a Checked one is not checked again), or {name in the entry folder: bytes} with `meta` (the shared
+    tier's and a worker's entries carry their metadata beside the files). expect: the key's inputs, when the caller knows them.
     locked: the caller holds the key's lock already (a build's turn at the shared tier). max_size:
     the cache's cap, kept once the lock is released (None: the caller keeps it, once for many).
     Raises EntryRefusedError (nothing installed) when a check fails.
@@ -110,15 +124,17 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes], meta: dict
                 path.parent.mkdir(exist_ok=True)
                 path.write_bytes(data)
             if meta is not None:
-                Entry(folder).meta_path.write_text(_json(meta))
+                Entry(folder).meta_path.write_text(meta_text(meta))
             return admit(cache, key, folder, expect=expect, locked=locked, max_size=max_size)
-    meta = check_folder(Path(source), key, expect)
-    meta = dict(meta, fetched=time.time())
+    checked = source if isinstance(source, Checked) else check_folder(Path(source), key, expect)
+    if checked.key != key:
+        raise EntryRefusedError(f"entry {checked.key[:12]} offered as {key[:12]}")
+    meta = dict(checked.meta, fetched=time.time())
     if locked:
-        admitted = _install(cache, key, Path(source), meta, expect)
+        admitted = _install(cache, key, checked.folder, meta, expect)
     else:
         with cache.lock(key):
-            admitted = _install(cache, key, Path(source), meta, expect)
+            admitted = _install(cache, key, checked.folder, meta, expect)
     if admitted.installed and max_size is not None:
         from . import admin
 
@@ -128,16 +144,11 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes], meta: dict
 
 def _install(cache: Cache, key: str, folder: Path, meta: dict[str, Any],
              expect: dict[str, Any] | None) -> Admitted:
-    found = cache.lookup(key, expect)
+    # under the key's lock nobody else publishes it: where no folder is, there is nothing to look up
+    found = cache.lookup(key, expect) if os.path.lexists(cache.entry_dir(key)) else None
     if found is not None:
         return Admitted(found, installed=False)
     return Admitted(cache.publish(key, folder, meta), installed=True)
-
-
-def _json(meta: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(meta, indent=1, sort_keys=True, default=str)
 
 
 def outgoing(folder: Path, key: str) -> Outgoing:

@@ -186,6 +186,14 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def meta_text(meta: dict[str, Any]) -> str:
+    """meta.json's text: one field a line, sorted, each value as compact JSON (json's C encoder: an
+    indented dump goes through its Python encoder, some 1.5 ms a publish)."""
+    lines = [f" {json.dumps(str(name))}: {json.dumps(meta[name], sort_keys=True, default=str)}"
+             for name in sorted(meta, key=str)]
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
 def as_json(value: Any) -> Any:
     """`value` as it reads back from meta.json (tuples become lists, keys strings)."""
     return json.loads(json.dumps(value, sort_keys=True, default=str))
