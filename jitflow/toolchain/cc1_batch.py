@@ -79,7 +79,7 @@ def request(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig
     if runs is None or _CWD in cwd or relative.startswith(".."):
         return None
     argv = runs.instantiate(cwd, {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]})
-    header = zig._header(probe, source, zig_cache, make_now=True) if argv else None   # a batch: many compiles
+    header = zig._header(probe, source, zig_cache, make_now=True, deadline=deadline) if argv else None   # a batch
     if argv is None or header is None or argv.count("-o") != 1 or argv[-1] != relative \
             or argv[argv.index("-o") + 1] != out.name:
         return None

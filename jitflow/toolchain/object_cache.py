@@ -57,6 +57,6 @@ def copy_object(text: str, out: Path, include_dirs: Sequence[str], host: str, zi
         (work / SOURCE).write_text(text)       # kept beside the object: what it was made from
         zig.compile_object(work / SOURCE, work / OBJECT, include_dirs, host, zig_cache, local, cpu).wait()
 
-    made = host_libs.made_once(folder, (OBJECT,), build)
+    made = host_libs.made_once(folder, (OBJECT,), build, Path(zig_cache))
     shutil.copyfile(made / OBJECT, out)
     return out

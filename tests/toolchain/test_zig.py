@@ -168,11 +168,14 @@ def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_pa
     assert len(headers) == 1 and args[1] == "-cc1" and args[2:4] == ["-include-pch", str(headers[0])]
     assert all(made == with_header for _, made in firsts)      # the same object bytes without it
     assert compiled("b.o")[1] == with_header and list((own_zig_cache / zig_pch.FOLDER).glob("*.pch")) == headers
-    headers[0].write_bytes(b"not a precompiled header")
+    headers[0].write_bytes(b"CPCH and then damage")   # looks like one to jitflow, not to clang
     args, after_damage = compiled("c.o")               # the direct compile fails: zig cc compiles it
     assert args[1] == "cc" and b"jitflow_sqrt_plus" in after_damage and not headers[0].exists()
     args, again = compiled("d.o")
     assert args[2] == "-include-pch" and headers[0].is_file() and again == with_header
-    monkeypatch.setattr(zig, "_header", lambda *a: None)
+    headers[0].write_bytes(b"not a precompiled header")   # not one at all: never given to clang, made again
+    args, remade = compiled("f.o")
+    assert args[2] == "-include-pch" and headers[0].read_bytes()[:4] == b"CPCH" and remade == with_header
+    monkeypatch.setattr(zig, "_header", lambda *a, **k: None)
     args, without = compiled("e.o")
     assert "-include-pch" not in args and without == with_header    # the same object bytes

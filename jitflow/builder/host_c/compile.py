@@ -146,7 +146,7 @@ class HostCompile:
                 raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
             extra = self._extra.get(source, ())
             job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache,
-                                     self.cpu, **({"extra": extra} if extra else {}))
+                                     self.cpu, **({"extra": extra} if extra else {}), deadline=self.deadline)
             self._running.add(job)
         try:
             job.wait(self.deadline)
