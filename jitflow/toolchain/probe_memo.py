@@ -84,11 +84,12 @@ def _words(value: object) -> bool:
 def write(zig_cache: Path, memo: str, probe: Probe, zig: str, parts: Sequence[str]) -> None:
     """Keep `probe`, zig's answer to the request `parts`, under `memo` (a folder that cannot be
     written is left alone; an answer that a later read would refuse is not kept)."""
+    path = _path(zig_cache, memo)
     why = problem(probe, zig_cache, zig, parts)
     if why is not None:
         log.debug("jitflow: zig's command for %s is not kept (%s)", parts[0], why)
+        kept_file.discard(path)          # nor what was there: the next process asks zig too
         return
-    path = _path(zig_cache, memo)
     if kept_file.private_folder(path.parent):
         text = json.dumps({"asked": list(parts), "folder": probe.folder, "command": list(probe.command),
                            "frontend": list(probe.frontend)})
