@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..errors import CacheError
 from ..files import kept_file
 from ..formats import elf
 from ..logs import warn_once
@@ -88,7 +89,7 @@ def made_once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path]
 
     if _verified(target, names, root):
         return target
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private_parents(target, root)
     if os.path.lexists(target):
         warn_once(f"toolchain file {target}", "jitflow: %s does not match its recorded sha256; making it again",
                   target)
@@ -106,6 +107,24 @@ def made_once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _private_parents(target: Path, root: Path | None) -> None:
+    """Make the folders from `root` down to `target`'s parent, each private to this user; one that is
+    a link, another user's or open to others is set aside and made anew (what is built goes nowhere
+    that someone else could change)."""
+    if root is None:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return
+    at = Path(root)
+    at.mkdir(mode=0o700, parents=True, exist_ok=True)    # zig's cache itself: checked where it is chosen
+    for part in target.parent.relative_to(root).parts:
+        at = at / part
+        if not kept_file.private_folder(at):
+            _set_aside(at)
+            if not kept_file.private_folder(at):
+                raise CacheError(f"cannot make the private folder {at} in zig's cache; "
+                                 "set JITFLOW_ZIG_CACHE_DIR to a folder of your own")
 
 
 def _set_aside(target: Path) -> None:

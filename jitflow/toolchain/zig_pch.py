@@ -97,8 +97,8 @@ def _usable(path: Path, zig_cache: Path) -> bool:
     data = kept_file.read_bytes(path, MAX_BYTES, root=Path(zig_cache), head=len(_MAGIC))
     if data == _MAGIC:
         return True
-    if data is not None or os.path.lexists(path):
-        kept_file.discard(path)
+    if (data is not None or os.path.lexists(path)) and kept_file.private_folder(path.parent):
+        kept_file.discard(path)          # in our own folder only: never through a link to elsewhere
     return False
 
 

@@ -191,7 +191,8 @@ def test_a_damaged_stub_in_zigs_cache_is_made_again(tmp_path):
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
-@pytest.mark.parametrize("how", ["a link", "another user's", "a FIFO manifest", "a linked folder"])
+@pytest.mark.parametrize("how", ["a link", "another user's", "a FIFO manifest", "a linked folder",
+                                 "a linked parent folder"])
 def test_a_stub_not_as_jitflow_made_it_is_made_again(tmp_path, how):
     """The same bytes are not enough: a kept file linked into every library must be a regular file
     of this user in a folder of this user; a FIFO manifest must not hang the link."""
@@ -209,18 +210,19 @@ def test_a_stub_not_as_jitflow_made_it_is_made_again(tmp_path, how):
     elif how == "a FIFO manifest":
         (folder / host_libs.MANIFEST).unlink()
         os.mkfifo(folder / host_libs.MANIFEST)
-    else:                                                   # the whole folder, a link to a copy
+    else:                                                   # the folder, or one above it, a link to a copy
+        linked = folder if how == "a linked folder" else zig_cache / "jitflow-host-libs"
         copy = tmp_path / "elsewhere"
-        shutil.copytree(folder, copy)
-        shutil.rmtree(folder)
-        folder.symlink_to(copy)
+        shutil.copytree(linked, copy)
+        shutil.rmtree(linked)
+        linked.symlink_to(copy)
     done = []
     worker = threading.Thread(target=lambda: done.append(host_libs.stubs(HOST, zig_cache)), daemon=True)
     worker.start()
     worker.join(120)
     try:
         assert done == [first]
-        assert not folder.is_symlink()
+        assert not any(p.is_symlink() for p in (folder, folder.parent, folder.parent.parent))
         for path in (first[0], folder / host_libs.MANIFEST):
             st = path.lstat()
             assert stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
