@@ -72,7 +72,7 @@ def request(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig
     """The request for compiling `source` into `out` as zig.compile_object would (no extra flags),
     or None where no compiler proper command is known (zig cc then compiles it alone)."""
     includes = tuple(f"-I{d}" for d in include_dirs)
-    probe = zig._compile_probe(host, includes, str(zig_cache), cpu, ())
+    probe = zig.within(deadline, zig._compile_probe, host, includes, str(zig_cache), cpu, ())
     runs = probe.compiler_proper() if probe else None
     cwd = str(out.parent)
     relative = os.path.relpath(source, cwd)

@@ -139,7 +139,7 @@ def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: s
     cwd = out.parent
     relative = os.path.relpath(source, cwd)
     includes = tuple(f"-I{d}" for d in include_dirs)
-    probe = _compile_probe(host, includes, str(zig_cache), cpu, tuple(extra))
+    probe = within(deadline, _compile_probe, host, includes, str(zig_cache), cpu, tuple(extra))
     runs = (probe.compiler_proper() or probe) if probe else None     # clang's compiler proper, if known
     direct = runs.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
         if runs else None
@@ -174,7 +174,7 @@ def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path, make_
 def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,
          zig_cache: Path, local_cache: Path | None = None, deadline: Deadline | None = None) -> str:
     """Run `zig cc FLAGS BEFORE INPUTS AFTER -o OUT` in cwd (its linker directly, as zig would run it)."""
-    probe = _link_probe(host, tuple(before), tuple(after), str(zig_cache))
+    probe = within(deadline, _link_probe, host, tuple(before), tuple(after), str(zig_cache))
     direct = probe.instantiate(str(cwd), {zig_direct.OBJECT: list(inputs), zig_direct.LIBRARY: [out]}) \
         if probe else None
     memo = _memo(_link_request(host, tuple(before), tuple(after)))
@@ -186,6 +186,21 @@ def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out
 def prepare_link(before: Sequence[str], after: Sequence[str], host: str, zig_cache: Path) -> None:
     """Ask zig now for the command link() will run with these flags."""
     _link_probe(host, tuple(before), tuple(after), str(zig_cache))
+
+
+def within(deadline: Deadline | None, probe: Callable[..., zig_direct.Probe | None],
+           *args: object) -> zig_direct.Probe | None:
+    """`probe(*args)`, or None if it is not known within half the time `deadline` leaves (the build
+    then runs zig cc, in the other half). Asking zig goes on in the background, and its answer is
+    kept for later builds."""
+    if deadline is None:
+        return probe(*args)
+    answer: list[zig_direct.Probe | None] = []
+    asking = threading.Thread(target=lambda: answer.append(probe(*args)), daemon=True,
+                              name="jitflow-zig-probe")
+    asking.start()
+    asking.join(deadline.left() / 2)
+    return answer[0] if answer else None
 
 
 def _once(probe: Callable[..., zig_direct.Probe | None]) -> Callable[..., zig_direct.Probe | None]:

@@ -265,3 +265,38 @@ def test_a_precompiled_header_is_made_within_the_builds_time_limit(tmp_path, mon
     finally:
         for fifo in fifos:
             _release(fifo)
+
+
+def test_asking_zig_for_its_command_ends_at_the_builds_time_limit(tmp_path, monkeypatch):
+    """A build does not wait past its deadline for zig to say what it runs (zig busy in its cache
+    lock, say): it compiles through zig cc, bounded by the deadline, and the answer comes later."""
+    import subprocess
+    import time
+
+    from jitflow.toolchain import zig, zig_direct
+    from jitflow.toolchain.deadline import Deadline
+
+    own_zig_cache = tmp_path / "zig"
+    own_zig_cache.mkdir()
+    real = zig_direct.probe_compile
+    slow = subprocess.Popen(["sleep", "120"])
+
+    def stuck(*args):
+        slow.wait()                                        # until the test ends it
+        return real(*args)
+
+    monkeypatch.setattr(zig_direct, "probe_compile", stuck)
+    zig._compile_probe.cache_clear()
+    source = _c_file(tmp_path, "int jitflow_in_time(int x) { return x - 1; }\n")
+    started = time.monotonic()
+    try:
+        deadline = Deadline.after(20)
+        job = zig.compile_object(source, tmp_path / "k.o", [], "x86_64-linux-gnu", own_zig_cache, tmp_path / "zl",
+                                 deadline=deadline)
+        job.wait(deadline)
+        assert job.proc.args[1] == "cc" and b"jitflow_in_time" in (tmp_path / "k.o").read_bytes()
+        assert time.monotonic() - started < 60              # the probe alone would have taken 120 s
+    finally:
+        slow.kill()
+        slow.wait()
+        zig._compile_probe.cache_clear()

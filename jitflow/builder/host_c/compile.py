@@ -117,7 +117,7 @@ class HostCompile:
 
     def _shared(self, text: str) -> Path:
         out = self.folder / "host_entries.o"
-        object_cache.copy_object(text, out, self.include_dirs, self.host, self.zig_cache, self.cpu)
+        object_cache.copy_object(text, out, self.include_dirs, self.host, self.zig_cache, self.cpu, self.deadline)
         return out
 
     def _write_pieces(self, pieces: list[str]) -> list[Path]:
