@@ -16,6 +16,10 @@ Under those conditions nothing another local user does can swap a file or a fold
 checks made through a path stay true until this user changes something. These functions are the
 one place that decides it: the disk cache and its fallback folder use them, and so can any other
 folder jitflow keeps code in (zig's cache, for one).
+
+A folder of this user that others could write is refused, never narrowed and then trusted: what it
+holds may have been put there, or swapped, while it was open. The files read back from trusted
+folders are checked one by one as well (kept_file.py).
 """
 from __future__ import annotations
 

@@ -46,12 +46,14 @@ _VALUES: dict[str, Callable[[str], bool]] = {
     "-mllvm": re.compile(r"-float-abi=\w+").fullmatch, "-z": re.compile(r"now|relro|noexecstack").fullmatch,
 }
 _PATH_OPTIONS = ("-isystem", "-I", "-resource-dir")
+_TAKES_VALUE = frozenset({*_VALUES, *_PATH_OPTIONS, "-o", "-Xclang"})
+_SPACE = re.compile(r"\s")
 _FOLDER_MAPS = ("-ffile-prefix-map=", "-fdebug-prefix-map=", "-fmacro-prefix-map=", "-fcoverage-prefix-map=")
 _FOLDER_NAMES = ("-fdebug-compilation-dir=", "-fcoverage-compilation-dir=")
 
 
 def _under(path: str, roots: Sequence[str]) -> bool:
-    if not os.path.isabs(path) or "/../" in path + "/" or any(c.isspace() for c in path):
+    if not os.path.isabs(path) or "/../" in path + "/" or _SPACE.search(path):
         return False
     path = os.path.normpath(path)
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
@@ -110,7 +112,7 @@ def _scan(words: Sequence[str], rules: _Rules, files: dict[str, int]) -> str | N
         if w in seen:
             seen[w] += 1
             continue
-        if w in (*_VALUES, *_PATH_OPTIONS, "-o", "-Xclang"):
+        if w in _TAKES_VALUE:
             value = next(it, None)
             if value is None:
                 return f"{w} has no value"
