@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -56,22 +55,18 @@ def read(name: str) -> Any:
 
 
 def write(name: str, value: Any) -> None:
-    """Store `value` (JSON-able) under `name`, replacing what was there; nothing is written where
-    bytecode is not, and a folder that cannot be written is left alone."""
+    """Store `value` (JSON-able) under `name`, replacing what was there (kept_file.write_bytes: whole,
+    through a rename, never through a link); nothing is written where bytecode is not, and a folder
+    that cannot be written is left alone."""
     if sys.dont_write_bytecode:
+        return
+    try:
+        data = json.dumps(value, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
         return
     target = _path(name)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     except OSError:
         return
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(value, out, separators=(",", ":"))
-        os.replace(tmp, target)
-    except (OSError, TypeError, ValueError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    kept_file.write_bytes(target, data)
