@@ -221,7 +221,8 @@ def _once(probe: Callable[..., zig_direct.Probe | None]) -> Callable[..., zig_di
     return once
 
 
-def _remembered(parts: list[str], zig_cache: str, ask: Callable[[], zig_direct.Probe | None]) -> zig_direct.Probe | None:
+def _remembered(parts: list[str], zig_cache: str,
+                ask: Callable[[], zig_direct.Probe | None]) -> zig_direct.Probe | None:
     """The probe kept in zig's cache folder for the request `parts`, else `ask()`'s answer (then kept)."""
     zig = zig_binary()
     memo = _memo(parts)
