@@ -258,6 +258,9 @@ def test_a_cache_folder_of_ours_that_others_could_write_is_refused_not_narrowed(
     os.chmod(opened, 0o777)
     with pytest.raises(UntrustedFolderError, match="remove that folder"):
         Cache(cache_dir).ensure()
+    from jitflow import logs
+
+    logs.forget_warnings()                                     # said once per process: say it here
     with caplog.at_level(logging.WARNING, logger="jitflow"):
         exe = jitflow.compile(kernels.axpb(3402.0), "c", cache_dir=cache_dir)
         assert _result(exe.jit()) == 3403.0
