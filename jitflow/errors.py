@@ -143,14 +143,14 @@ class UntrustedFolderError(CacheError):
     Carries the folder and the reason (which folder on the way, its owner and mode).
     """
 
-    def __init__(self, folder: Path | str, problem: str, fix: str | None = None) -> None:
+    def __init__(self, folder: Path | str, problem: str, fix: str | None = None, remedy: str | None = None) -> None:
         self.folder = Path(folder)
         self.problem = problem
         fix = fix or "or choose a folder of your own"
+        remedy = remedy or "make every folder on the way owned by you (or root) and not writable by others (chmod go-w)"
         super().__init__(
             f"refusing the folder {self.folder}: {problem}; another user could replace what jitflow "
-            f"loads from it. Fix: make every folder on the way owned by you (or root) and not writable "
-            f"by others (chmod go-w), {fix}")
+            f"loads from it. Fix: {remedy}, {fix}")
 
 
 class CacheMissError(CacheError):

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import CompileError
+from ..errors import CompileError, UntrustedFolderError
 from ..files import folder_trust
 from .entry import SOURCES
 
@@ -29,7 +29,7 @@ def keep_sources(root: Path, key: str, build_folder: Path, error: CompileError) 
         if (build_folder / SOURCES).is_dir():
             shutil.move(str(build_folder / SOURCES), str(dest / SOURCES))
         _bound(failed)
-    except OSError as exc:
+    except (OSError, UntrustedFolderError) as exc:   # a folder others could write is not used
         log.info("jitflow: could not keep the sources of a failed build: %s", exc)
         return error.with_source(None)
     source = error.source_path

@@ -72,6 +72,11 @@ def _read_all(files: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
+def _is_digest(value: object) -> bool:
+    """Whether a memo's value is what _read_all gives: a sha256 in hex."""
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
 @lru_cache(maxsize=1)
 def digest() -> str:
     """sha256 (hex) over the relative name and the bytes of every recipe file: the memo's, when the
@@ -79,7 +84,7 @@ def digest() -> str:
     files = _files()
     found = signature(files)
     memo = install_memo.read(MEMO)
-    if isinstance(memo, dict) and memo.get("signature") == found and isinstance(memo.get("digest"), str):
+    if isinstance(memo, dict) and memo.get("signature") == found and _is_digest(memo.get("digest")):
         return memo["digest"]
     value = _read_all(files)
     install_memo.write(MEMO, {"signature": found, "digest": value})

@@ -16,6 +16,10 @@ Under those conditions nothing another local user does can swap a file or a fold
 checks made through a path stay true until this user changes something. These functions are the
 one place that decides it: the disk cache and its fallback folder use them, and so can any other
 folder jitflow keeps code in (zig's cache, for one).
+
+A folder of this user that others could write is refused, never narrowed and then trusted: what it
+holds may have been put there, or swapped, while it was open. The files read back from trusted
+folders are checked one by one as well (kept_file.py).
 """
 from __future__ import annotations
 
@@ -123,7 +127,7 @@ def folder_problem(path: str | os.PathLike, uid: int | None = None, parent: bool
         if last:
             if st.st_uid != uid and not installed:
                 return f"{where} is not owned by this user (uid {uid}; {_describe(st)})"
-            if _writable_by_others(st, uid):
+            if writable_by_others(st, uid):
                 return f"{where} is writable by group or others ({_describe(st)})"
         elif st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
             if st.st_mode & 0o002 or not _private_group(st.st_gid, uid):
@@ -131,7 +135,8 @@ def folder_problem(path: str | os.PathLike, uid: int | None = None, parent: bool
     return None
 
 
-def _writable_by_others(st: os.stat_result, uid: int) -> bool:
+def writable_by_others(st: os.stat_result, uid: int) -> bool:
+    """Whether others than `uid` may write what `st` describes (its private group aside)."""
     return bool(st.st_mode & 0o002 or (st.st_mode & 0o020 and not _private_group(st.st_gid, uid)))
 
 
@@ -161,7 +166,7 @@ def file_problem(path: str | os.PathLike, uid: int | None = None) -> str | None:
         return f"{resolved} is not a regular file"
     if not _owner_ok(st, uid):
         return f"{resolved} belongs to another user ({_describe(st)})"
-    if _writable_by_others(st, uid):
+    if writable_by_others(st, uid):
         return f"{resolved} is writable by group or others ({_describe(st)})"
     return None
 
@@ -180,8 +185,9 @@ def make_private_folder(path: str | os.PathLike, fix: str | None = None) -> Path
     """Create `path` (and missing parents) readable and writable by this user alone, and check it.
 
     Existing folders above it must already be trusted; a folder it creates gets mode 0700 at
-    creation (never a moment with wider rights). An existing folder that is ours but too open is
-    narrowed to 0700 first. Raises OSError when a folder cannot be created (read-only, no rights)
+    creation (never a moment with wider rights). An existing folder of ours that others can read is
+    narrowed to 0700 first; one that others could write is refused, never narrowed and then trusted
+    (what it holds may be theirs). Raises OSError when a folder cannot be created (read-only, no rights)
     and UntrustedFolderError when one exists but could be changed by someone else, such as a
     folder another user created first at a predictable name.
     """
@@ -199,21 +205,31 @@ def make_private_folder(path: str | os.PathLike, fix: str | None = None) -> Path
         try:
             os.mkdir(folder, 0o700)
         except FileExistsError:
-            pass  # another process of ours, or someone else: the check below tells which
-        _narrow(folder)
+            pass  # another process of ours, or someone else: the checks below tell which
+        _narrow(folder, fix)
         check_folder(folder, fix)
     if not missing:
-        _narrow(path)
+        _narrow(path, fix)
         check_folder(path, fix)
     return path
 
 
-def _narrow(folder: Path) -> None:
-    """Make a folder this user owns writable by the user alone (umask or an older jitflow may have
-    left it wider); folders of others and links are left as they are, for the check to refuse."""
+#: what a refused folder that others could write is advised: narrowing it would not undo what they did
+OPENED_REMEDY = ("remove that folder (jitflow makes it again, private to you); narrowing it is not enough, "
+                 "since what it holds may already be another user's")
+
+
+def _narrow(folder: Path, fix: str | None = None) -> None:
+    """Make a folder this user owns readable by the user alone (a umask of 022 leaves it readable by
+    all). One that others could write is refused instead (UntrustedFolderError): anything in it may
+    have been put there, or swapped, while it was open, and narrowing it now would make jitflow trust
+    that. Folders of others and links are left as they are, for the check to refuse."""
     try:
         st = os.lstat(folder)
     except OSError:
         return
     if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+        if writable_by_others(st, st.st_uid):
+            raise UntrustedFolderError(folder, f"{folder} is writable by group or others ({_describe(st)}), so "
+                                       "what it holds may be another user's", fix, OPENED_REMEDY)
         os.chmod(folder, 0o700)

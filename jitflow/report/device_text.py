@@ -8,6 +8,8 @@ asking for SASS raises ToolMissingError saying so.
 """
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,6 +20,8 @@ from ..targets import normalize_arch
 from ..toolchain import cuda_toolkit, device_compiler
 
 SASS_TOOLS: tuple[cuda_toolkit.Tool, ...] = ("nvdisasm", "cuobjdump")
+#: seconds a disassembler may take for one cubin (nvdisasm takes well under one for a model's kernels)
+SASS_TIMEOUT_S = 120.0
 SASS_MISSING = ("SASS text: needs nvdisasm or cuobjdump (a CUDA toolkit, or pip install 'jitflow[sass]', which "
                 "brings NVIDIA's nvidia-cuda-nvdisasm); "
                 f"neither is in {cuda_toolkit.WHERE}")
@@ -79,16 +83,46 @@ def find_sass_tool() -> tuple[str, str] | None:
 
 
 def disassemble(cubin: bytes, tool: tuple[str, str]) -> str:
-    """SASS text of a cubin with nvdisasm or cuobjdump."""
+    """SASS text of a cubin with nvdisasm or cuobjdump: CompileError where the tool fails or gives no
+    answer within SASS_TIMEOUT_S (it is then killed). Its output is read as UTF-8, any byte that is
+    not shown as U+FFFD: a disassembler's text is for reading, and one bad byte must not lose it."""
     name, path = tool
     with tempfile.TemporaryDirectory(prefix="jitflow-sass-") as tmp:
         file = Path(tmp) / "kernels.cubin"
         file.write_bytes(cubin)
         cmd = [path, "-c", str(file)] if name == "nvdisasm" else [path, "-sass", str(file)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise CompileError(name, cmd, proc.stdout + proc.stderr)
-    return proc.stdout
+        out, err, code = _run(name, cmd)
+    if code != 0:
+        raise CompileError(name, cmd, out + err)
+    return out
+
+
+def _run(name: str, cmd: list[str]) -> tuple[str, str, int]:
+    """(stdout, stderr, exit status) of a disassembler, run in a process group of its own so that
+    one that does not answer within SASS_TIMEOUT_S is stopped with whatever it started."""
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    except OSError as exc:
+        raise CompileError(name, cmd, f"cannot run it: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(timeout=SASS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, err = proc.communicate()
+        raise CompileError(name, cmd, f"{_text(out)}{_text(err)}\n(no answer within {SASS_TIMEOUT_S:g} s: "
+                           f"stopped; a disassembler that hangs is a broken install: reinstall it, or remove it "
+                           f"from {cuda_toolkit.WHERE})") from None
+    return _text(out), _text(err), proc.returncode
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
 
 
 def ptx_from_source(source: str, arch: str, compiler: str, options: Sequence[str] = (),

@@ -77,14 +77,14 @@ def request(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig
     """The request for compiling `source` into `out` as zig.compile_object would (no extra flags),
     or None where no compiler proper command is known (zig cc then compiles it alone)."""
     includes = tuple(f"-I{d}" for d in include_dirs)
-    probe = zig._compile_probe(host, includes, str(zig_cache), cpu, ())
+    probe = zig.within(deadline, zig._compile_probe, host, includes, str(zig_cache), cpu, ())
     runs = probe.compiler_proper() if probe else None
     cwd = str(out.parent)
     relative = os.path.relpath(source, cwd)
     if runs is None or _CWD in cwd or relative.startswith(".."):
         return None
     argv = runs.instantiate(cwd, {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]})
-    header = zig._header(probe, source, zig_cache, make_now=True) if argv else None   # a batch: many compiles
+    header = zig._header(probe, source, zig_cache, make_now=True, deadline=deadline) if argv else None   # a batch
     if argv is None or header is None or argv.count("-o") != 1 or argv[-1] != relative \
             or argv[argv.index("-o") + 1] != out.name:
         return None

@@ -26,6 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..errors import CacheError
+from ..files import kept_file
 from ..formats import elf
 from ..logs import warn_once
 from . import builtins_c, zig
@@ -41,7 +43,7 @@ _LIBC_NAMES = re.compile(r"__\w+_chk|__chk_fail|__stack_chk_\w+")
 def stubs(host: str, zig_cache: Path) -> list[Path]:
     """The stub libc.so.6 and libm.so.6 for `host`, built once per zig cache folder."""
     folder = made_once(zig_cache / "jitflow-host-libs" / f"stubs-{_STUB_RECIPE}" / host, STUBS,
-                        lambda work, local: _build_stubs(work, local, host, zig_cache))
+                        lambda work, local: _build_stubs(work, local, host, zig_cache), zig_cache)
     return [folder / name for name in STUBS]
 
 
@@ -49,7 +51,7 @@ def builtins_archive(host: str, zig_cache: Path) -> Path:
     """The archive of builtins_c.py for `host`, built once per zig cache folder."""
     recipe = hashlib.sha256("\n".join([builtins_c.SOURCE, *zig.flags(host, Path("/"))]).encode()).hexdigest()[:16]
     folder = made_once(zig_cache / "jitflow-host-libs" / f"builtins-{recipe}" / host, (ARCHIVE,),
-                        lambda work, local: _build_archive(work, local, host, zig_cache))
+                        lambda work, local: _build_archive(work, local, host, zig_cache), zig_cache)
     return folder / ARCHIVE
 
 
@@ -60,28 +62,35 @@ def _digests(folder: Path, names: tuple[str, ...]) -> dict[str, str]:
     return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in names}
 
 
-def _verified(target: Path, names: tuple[str, ...]) -> bool:
+#: bounds on what a kept folder's manifest and files may weigh (a manifest is a few lines; the
+#: largest file kept, the builtins archive or an entry functions' object, some hundreds of kilobytes)
+MANIFEST_MAX_BYTES, FILE_MAX_BYTES = 1 << 16, 1 << 28
+
+
+def _verified(target: Path, names: tuple[str, ...], root: Path | None = None) -> bool:
     """Whether `target` holds `names` with the sha256 recorded when they were made (files linked
-    into every library are checked like cache entries: a changed or damaged one is made again)."""
-    import json
-
-    try:
-        recorded = json.loads((target / MANIFEST).read_text())
-        return recorded == _digests(target, names)
-    except (OSError, ValueError):
+    into every library are checked like cache entries: a changed or damaged one is made again).
+    Each is read back as untrusted input (files/kept_file.py: a regular file of this user in a
+    folder of this user that no one else can write, not a link or a FIFO, bounded in size; with
+    `root`, every folder from it down is checked so)."""
+    recorded = kept_file.read_json(target / MANIFEST, MANIFEST_MAX_BYTES, root)
+    if not isinstance(recorded, dict) or sorted(recorded) != sorted(names):
         return False
+    return all(kept_file.sha256(target / name, FILE_MAX_BYTES, root) == recorded[name] for name in names)
 
 
-def made_once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path], None]) -> Path:
+def made_once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path], None],
+              root: Path | None = None) -> Path:
     """`target` holding `names`: made by `build(folder, zig's local cache)` in a temporary folder beside
     it with a manifest of their sha256, then renamed in place (a process that loses the race uses the
-    winner's). A `target` whose files do not match its manifest is set aside and made again."""
+    winner's). A `target` whose files do not match its manifest, or that is not to be trusted
+    (_verified; `root`: the folder it is kept under, zig's cache), is set aside and made again."""
     import json
 
-    if _verified(target, names):
+    if _verified(target, names, root):
         return target
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if target.exists():
+    _private_parents(target, root)
+    if os.path.lexists(target):
         warn_once(f"toolchain file {target}", "jitflow: %s does not match its recorded sha256; making it again",
                   target)
         _set_aside(target)
@@ -93,11 +102,29 @@ def made_once(target: Path, names: tuple[str, ...], build: Callable[[Path, Path]
         try:
             os.rename(work, target)
         except OSError:
-            if not _verified(target, names):
+            if not _verified(target, names, root):
                 raise                     # not a racing process that finished first: a real failure
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _private_parents(target: Path, root: Path | None) -> None:
+    """Make the folders from `root` down to `target`'s parent, each private to this user; one that is
+    a link, another user's or open to others is set aside and made anew (what is built goes nowhere
+    that someone else could change)."""
+    if root is None:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return
+    at = Path(root)
+    at.mkdir(mode=0o700, parents=True, exist_ok=True)    # zig's cache itself: checked where it is chosen
+    for part in target.parent.relative_to(root).parts:
+        at = at / part
+        if not kept_file.private_folder(at):
+            _set_aside(at)
+            if not kept_file.private_folder(at):
+                raise CacheError(f"cannot make the private folder {at} in zig's cache; "
+                                 "set JITFLOW_ZIG_CACHE_DIR to a folder of your own")
 
 
 def _set_aside(target: Path) -> None:

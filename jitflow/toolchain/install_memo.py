@@ -7,7 +7,9 @@ written atomically (a temporary file, then a rename) and not written where bytec
 (PYTHONDONTWRITEBYTECODE, a read-only install): whoever can change it can change jitflow's code.
 Each memo holds, beside the fact, what the fact was taken from; its reader checks that against this
 process before using it, so a memo that is stale, damaged or missing costs the work it saves, never a
-wrong key. Nothing here raises.
+wrong key. A memo is read back as untrusted input (files/kept_file.py): a regular file, not a link
+or a FIFO, owned by this user, root or the package's owner, in a folder no one else can write,
+opened without blocking, at most MAX_BYTES. Nothing here raises.
 """
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from ..files import kept_file
 
 #: a memo larger than this is not read (they are a few kilobytes)
 MAX_BYTES = 1 << 20
@@ -34,43 +37,36 @@ def _path(name: str) -> Path:
     return folder() / f"jitflow-{name}.json"
 
 
+def _owners() -> frozenset[int]:
+    """Who may have written a memo this process reads: this user, root, and whoever owns this package
+    (and so could change its code anyway)."""
+    owners = {os.getuid(), 0}
+    try:
+        owners.add(os.stat(Path(__file__).parent).st_uid)
+    except OSError:
+        pass
+    return frozenset(owners)
+
+
 def read(name: str) -> Any:
-    """The value stored under `name`, or None (missing, unreadable, too large or not JSON)."""
-    try:
-        fd = os.open(_path(name), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, MAX_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
+    """The value stored under `name`, or None (missing, refused by files/kept_file.py's rules with
+    the package's owners, too large or not JSON): the reader checks the value's shape and source."""
+    return kept_file.read_json(_path(name), MAX_BYTES, owners=_owners())
 
 
 def write(name: str, value: Any) -> None:
-    """Store `value` (JSON-able) under `name`, replacing what was there; nothing is written where
-    bytecode is not, and a folder that cannot be written is left alone."""
+    """Store `value` (JSON-able) under `name`, replacing what was there (kept_file.write_bytes: whole,
+    through a rename, never through a link); nothing is written where bytecode is not, and a folder
+    that cannot be written is left alone."""
     if sys.dont_write_bytecode:
+        return
+    try:
+        data = json.dumps(value, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
         return
     target = _path(name)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     except OSError:
         return
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(value, out, separators=(",", ":"))
-        os.replace(tmp, target)
-    except (OSError, TypeError, ValueError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    kept_file.write_bytes(target, data)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import host_libs, zig, zig_wheel
+from .deadline import Deadline
 
 FOLDER = "jitflow-objects"
 SOURCE, OBJECT = "shared.c", "shared.o"
@@ -48,15 +49,17 @@ def recipe(text: str, include_dirs: Sequence[str], host: str, cpu: str | None) -
 
 
 def copy_object(text: str, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path,
-                cpu: str | None = None) -> Path:
+                cpu: str | None = None, deadline: Deadline | None = None) -> Path:
     """`out`: a copy of the object of C `text` (compiled now if this machine has not compiled it
-    before); CompileError if it does not compile."""
+    before); CompileError if it does not compile, BuildTimeoutError if compiling it runs past
+    `deadline` (the build's)."""
     folder = Path(zig_cache) / FOLDER / recipe(text, include_dirs, host, cpu)
 
     def build(work: Path, local: Path) -> None:
         (work / SOURCE).write_text(text)       # kept beside the object: what it was made from
-        zig.compile_object(work / SOURCE, work / OBJECT, include_dirs, host, zig_cache, local, cpu).wait()
+        zig.compile_object(work / SOURCE, work / OBJECT, include_dirs, host, zig_cache, local, cpu,
+                           deadline=deadline).wait(deadline)
 
-    made = host_libs.made_once(folder, (OBJECT,), build)
+    made = host_libs.made_once(folder, (OBJECT,), build, Path(zig_cache))
     shutil.copyfile(made / OBJECT, out)
     return out

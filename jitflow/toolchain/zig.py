@@ -131,20 +131,22 @@ def flags(host: str, cwd: Path, cpu: str | None = None, extra: Sequence[str] = (
 
 
 def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: str, zig_cache: Path,
-                   local_cache: Path | None = None, cpu: str | None = None, extra: Sequence[str] = ()) -> Job:
+                   local_cache: Path | None = None, cpu: str | None = None, extra: Sequence[str] = (),
+                   deadline: Deadline | None = None) -> Job:
     """Start compiling C source -> position-independent object file for zig's CPU `cpu` (None: the
-    baseline), with `extra` flags after jitflow's own; call .wait() on the result."""
+    baseline), with `extra` flags after jitflow's own; call .wait() on the result. What it waits for
+    first (a precompiled header being made) ends at `deadline` too."""
     cwd = out.parent
     relative = os.path.relpath(source, cwd)
     includes = tuple(f"-I{d}" for d in include_dirs)
-    probe = _compile_probe(host, includes, str(zig_cache), cpu, tuple(extra))
+    probe = within(deadline, _compile_probe, host, includes, str(zig_cache), cpu, tuple(extra))
     runs = (probe.compiler_proper() or probe) if probe else None     # clang's compiler proper, if known
     direct = runs.instantiate(str(cwd), {zig_direct.SOURCE: [relative], zig_direct.OBJECT: [out.name]}) \
         if runs else None
-    header = _header(probe, source, zig_cache) if direct else None
+    header = _header(probe, source, zig_cache, deadline=deadline) if direct else None
     if header is not None:
         direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]
-    memo = _compile_memo(host, includes, cpu, tuple(extra))
+    memo = _memo(_compile_request(host, includes, cpu, tuple(extra)))
     return Job([*flags(host, cwd, cpu, extra), *includes, "-c", relative, "-o", out.name],
                cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct,
                direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None,
@@ -156,7 +158,8 @@ def prepare_compile(host: str, include_dirs: Sequence[str], zig_cache: Path, cpu
     _compile_probe(host, tuple(f"-I{d}" for d in include_dirs), str(zig_cache), cpu, ())
 
 
-def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path, make_now: bool = False) -> Path | None:
+def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path, make_now: bool = False,
+            deadline: Deadline | None = None) -> Path | None:
     """The precompiled header of the directives `source` starts with (zig_pch.py), or None."""
     try:
         with open(source, encoding="utf-8", errors="replace") as f:
@@ -165,16 +168,16 @@ def _header(probe: zig_direct.Probe | None, source: Path, zig_cache: Path, make_
         return None
     if probe is None or directives is None:
         return None
-    return zig_pch.header_for(probe, directives, zig_cache, _env(zig_cache, zig_cache), make_now)
+    return zig_pch.header_for(probe, directives, zig_cache, _env(zig_cache, zig_cache), make_now, deadline)
 
 
 def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out: str, host: str, cwd: Path,
          zig_cache: Path, local_cache: Path | None = None, deadline: Deadline | None = None) -> str:
     """Run `zig cc FLAGS BEFORE INPUTS AFTER -o OUT` in cwd (its linker directly, as zig would run it)."""
-    probe = _link_probe(host, tuple(before), tuple(after), str(zig_cache))
+    probe = within(deadline, _link_probe, host, tuple(before), tuple(after), str(zig_cache))
     direct = probe.instantiate(str(cwd), {zig_direct.OBJECT: list(inputs), zig_direct.LIBRARY: [out]}) \
         if probe else None
-    memo = _link_memo(host, tuple(before), tuple(after))
+    memo = _memo(_link_request(host, tuple(before), tuple(after)))
     return Job([*flags(host, cwd), *before, *inputs, *after, "-o", out], cwd, zig_cache,
                local_cache=local_cache, direct=direct,
                direct_wrong=(lambda: _forget(zig_cache, memo, _link_probe)) if direct else None).wait(deadline)
@@ -183,6 +186,21 @@ def link(before: Sequence[str], inputs: Sequence[str], after: Sequence[str], out
 def prepare_link(before: Sequence[str], after: Sequence[str], host: str, zig_cache: Path) -> None:
     """Ask zig now for the command link() will run with these flags."""
     _link_probe(host, tuple(before), tuple(after), str(zig_cache))
+
+
+def within(deadline: Deadline | None, probe: Callable[..., zig_direct.Probe | None],
+           *args: object) -> zig_direct.Probe | None:
+    """`probe(*args)`, or None if it is not known within half the time `deadline` leaves (the build
+    then runs zig cc, in the other half). Asking zig goes on in the background, and its answer is
+    kept for later builds."""
+    if deadline is None:
+        return probe(*args)
+    answer: list[zig_direct.Probe | None] = []
+    asking = threading.Thread(target=lambda: answer.append(probe(*args)), daemon=True,
+                              name="jitflow-zig-probe")
+    asking.start()
+    asking.join(deadline.left() / 2)
+    return answer[0] if answer else None
 
 
 def _once(probe: Callable[..., zig_direct.Probe | None]) -> Callable[..., zig_direct.Probe | None]:
@@ -203,16 +221,18 @@ def _once(probe: Callable[..., zig_direct.Probe | None]) -> Callable[..., zig_di
     return once
 
 
-def _remembered(memo: str | None, zig_cache: str, ask: Callable[[], zig_direct.Probe | None]) -> zig_direct.Probe | None:
-    """The probe kept under `memo` in zig's cache folder, else `ask()`'s answer (then kept)."""
+def _remembered(parts: list[str], zig_cache: str,
+                ask: Callable[[], zig_direct.Probe | None]) -> zig_direct.Probe | None:
+    """The probe kept in zig's cache folder for the request `parts`, else `ask()`'s answer (then kept)."""
     zig = zig_binary()
+    memo = _memo(parts)
     if memo is not None:
-        kept = probe_memo.read(Path(zig_cache), memo, zig)
+        kept = probe_memo.read(Path(zig_cache), memo, zig, parts)
         if kept is not None:
             return kept
     probe = ask()
     if probe is not None and memo is not None:
-        probe_memo.write(Path(zig_cache), memo, probe)
+        probe_memo.write(Path(zig_cache), memo, probe, zig, parts)
     return probe
 
 
@@ -223,14 +243,18 @@ def _forget(zig_cache: Path, memo: str | None, probe: Callable[..., object]) -> 
     probe.cache_clear()        # type: ignore[attr-defined]
 
 
-def _compile_memo(host: str, includes: tuple[str, ...], cpu: str | None, extra: tuple[str, ...]) -> str | None:
-    return probe_memo.name(zig_binary(), zig_wheel.version(),
-                           ["compile", *flags(host, Path("<folder>"), cpu, extra), *includes])
+def _memo(parts: list[str]) -> str | None:
+    return probe_memo.name(zig_binary(), zig_wheel.version(), parts)
 
 
-def _link_memo(host: str, before: tuple[str, ...], after: tuple[str, ...]) -> str | None:
-    return probe_memo.name(zig_binary(), zig_wheel.version(),
-                           ["link", *flags(host, Path("<folder>")), *before, "<object>", *after])
+def _compile_request(host: str, includes: tuple[str, ...], cpu: str | None, extra: tuple[str, ...]) -> list[str]:
+    """What a compile probe is asked with (its memo's name and record)."""
+    return ["compile", *flags(host, Path("<folder>"), cpu, extra), *includes]
+
+
+def _link_request(host: str, before: tuple[str, ...], after: tuple[str, ...]) -> list[str]:
+    """What a link probe is asked with (its memo's name and record)."""
+    return ["link", *flags(host, Path("<folder>")), *before, "<object>", *after]
 
 
 @_once
@@ -238,13 +262,13 @@ def _compile_probe(host: str, includes: tuple[str, ...], zig_cache: str,
                    cpu: str | None = None, extra: tuple[str, ...] = ()) -> zig_direct.Probe | None:
     if any(any(c.isspace() for c in d) for d in includes):
         return None
-    return _remembered(_compile_memo(host, includes, cpu, extra), zig_cache, lambda: zig_direct.probe_compile(
+    return _remembered(_compile_request(host, includes, cpu, extra), zig_cache, lambda: zig_direct.probe_compile(
         zig_binary(), lambda folder: [*flags(host, folder, cpu, extra), *includes],
         lambda local: _env(Path(zig_cache), local)))
 
 
 @_once
 def _link_probe(host: str, before: tuple[str, ...], after: tuple[str, ...], zig_cache: str) -> zig_direct.Probe | None:
-    return _remembered(_link_memo(host, before, after), zig_cache, lambda: zig_direct.probe_link(
+    return _remembered(_link_request(host, before, after), zig_cache, lambda: zig_direct.probe_link(
         zig_binary(), lambda folder: flags(host, folder), before, after,
         lambda local: _env(Path(zig_cache), local)))

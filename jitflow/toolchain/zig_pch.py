@@ -16,6 +16,12 @@ written once). clang checks that the headers it was made from are unchanged; if 
 uses it fails, it is thrown away (and made again by the next compile) and the file is compiled
 again through zig cc. Made in a temporary name and renamed: processes racing to make it each make
 a whole one.
+
+Both are read back as untrusted input (files/kept_file.py): the header is given to clang only if it
+is a regular file of this user, in folders of this user no one else can write, that starts as
+clang's precompiled headers do; the directives file is used only if it holds exactly the
+directives, else it is written again (a FIFO or a link in its place is replaced, never read). A
+header is made within the build's time limit (toolchain/deadline.py), never past it.
 """
 from __future__ import annotations
 
@@ -26,9 +32,17 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..files import kept_file
 from . import zig_direct
+from .deadline import Deadline
 
 FOLDER = "jitflow-pch"
+#: how clang's precompiled headers start
+_MAGIC = b"CPCH"
+#: the longest a header may take to make where the build sets no limit (the headers take some 50 ms)
+MAKE_LIMIT_S = 120.0
+#: a precompiled header of TVM's includes is some megabytes; a larger file is not one
+MAX_BYTES = 1 << 30
 _DIRECTIVES = ("#define ", "#include ", "//")
 _known: dict[str, Path] = {}      # this process: header name -> its path, known to exist
 _making = threading.Lock()        # one thread makes a header; the others wait for it
@@ -50,41 +64,64 @@ def leading_directives(text: str) -> str | None:
 
 
 def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: dict[str, str],
-               make_now: bool = False) -> Path | None:
+               make_now: bool = False, deadline: Deadline | None = None) -> Path | None:
     """The precompiled header of `directives` for the compile command of `probe`, or None: when it
     cannot be made, or when it is not there and this process has not asked for it MAKE_AFTER times
-    (`make_now`: a caller about to compile many files, a batch, has it made at once)."""
+    (`make_now`: a caller about to compile many files, a batch, has it made at once). Waiting for
+    another thread's header, and making one, end at `deadline` (the build's): then None."""
     command = [word.replace(probe.folder, "<folder>") for word in probe.command]   # the same in every process
     name = hashlib.sha256("\0".join([directives, *command]).encode()).hexdigest()[:32] + ".pch"
-    known = _known.get(name)
-    if known is not None and known.is_file():
-        return known
     path = Path(zig_cache) / FOLDER / name
-    if not path.is_file():
-        with _making:
+    known = _known.get(name)
+    if known is not None and _usable(known, zig_cache):
+        return known
+    if not _usable(path, zig_cache):
+        if not _making.acquire(timeout=-1 if deadline is None else deadline.left()):
+            return None
+        try:
             _asked[name] = _asked.get(name, 0) + 1
             if _asked[name] < MAKE_AFTER and not make_now:
                 return None
-            if not path.is_file() and not _make(probe, directives, path, env):
+            if not _usable(path, zig_cache) and not _make(probe, directives, path, zig_cache, env, deadline):
+                _asked[name] = 0          # asked again only after as many compiles
                 return None
+        finally:
+            _making.release()
     _known[name] = path
     return path
 
 
-def _make(probe: zig_direct.Probe, directives: str, path: Path, env: dict[str, str]) -> bool:
-    """Make `path` from the directives, kept beside it as <name>.h (clang reads it again to check it)."""
+def _usable(path: Path, zig_cache: Path) -> bool:
+    """Whether `path` is a precompiled header to give clang: a kept file as files/kept_file.py
+    trusts one, that starts as clang's do. One that is there but is not is removed (made again)."""
+    data = kept_file.read_bytes(path, MAX_BYTES, root=Path(zig_cache), head=len(_MAGIC))
+    if data == _MAGIC:
+        return True
+    if (data is not None or os.path.lexists(path)) and kept_file.private_folder(path.parent):
+        kept_file.discard(path)          # in our own folder only: never through a link to elsewhere
+    return False
+
+
+def _make(probe: zig_direct.Probe, directives: str, path: Path, zig_cache: Path, env: dict[str, str],
+          deadline: Deadline | None) -> bool:
+    """Make `path` from the directives, kept beside it as <name>.h (clang reads it again to check it),
+    within `deadline` (else given up: the build compiles without it)."""
     folder = path.parent
     header = path.with_suffix(".h")
     partial = folder / f".{path.name}.{os.getpid()}"
+    limit = MAKE_LIMIT_S if deadline is None else min(MAKE_LIMIT_S, deadline.left())
+    if limit <= 0 or not kept_file.private_folder(folder):
+        return False
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        if not header.is_file():
+        if kept_file.read_bytes(header, len(directives.encode()) + 1, root=Path(zig_cache)) != directives.encode():
+            kept_file.discard(header)      # missing, damaged, or not ours: written again, whole
             _write_once(header, directives)
         command = probe.instantiate(str(folder), {zig_direct.SOURCE: ["-x", "c-header", header.name],
                                                   zig_direct.OBJECT: [partial.name]})
         if command is None:
             return False
-        made = subprocess.run(command, cwd=folder, env=env, capture_output=True, timeout=120)
+        made = subprocess.run(command, cwd=folder, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=limit)
         if made.returncode != 0 or not partial.is_file():
             return False
         os.replace(partial, path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -41,7 +42,8 @@ def version() -> str:
     st = os.stat(binary)
     stamp = [binary, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     memo = install_memo.read(MEMO)
-    if isinstance(memo, dict) and memo.get("binary") == stamp and isinstance(memo.get("version"), str):
+    if isinstance(memo, dict) and memo.get("binary") == stamp and isinstance(memo.get("version"), str) \
+            and re.fullmatch(r"[\w.+-]{1,64}", memo["version"]):           # what `zig version` prints
         return memo["version"]
     proc = subprocess.run([binary, "version"], capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():

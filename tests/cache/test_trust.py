@@ -245,3 +245,25 @@ def test_racing_swapper_never_gets_its_library_loaded(cache_dir, tmp_path):
     assert swapper.returncode == 0 and int(out) > 0, err
     assert outcomes.count(EVIL) == 0 and set(outcomes) <= {LOADED, REFUSED}, outcomes
     assert outcomes.count(LOADED) > 0 and outcomes.count(REFUSED) > 0, outcomes
+
+
+def test_a_cache_folder_of_ours_that_others_could_write_is_refused_not_narrowed(tmp_path, monkeypatch, caplog):
+    """`v1` left open to all (an older umask, a shared setup) may hold anyone's entries and locks:
+    builds go to the private fallback folder, and the folder is left for its owner to remove."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    cache_dir = tmp_path / "cache"
+    Cache(cache_dir).ensure()
+    opened = cache_dir / "v1"
+    os.chmod(opened, 0o777)
+    with pytest.raises(UntrustedFolderError, match="remove that folder"):
+        Cache(cache_dir).ensure()
+    from jitflow import logs
+
+    logs.forget_warnings()                                     # said once per process: say it here
+    with caplog.at_level(logging.WARNING, logger="jitflow"):
+        exe = jitflow.compile(kernels.axpb(3402.0), "c", cache_dir=cache_dir)
+        assert _result(exe.jit()) == 3403.0
+    assert exe.build_info.library.is_relative_to(tmp_path / "tmp" / f"jitflow-{os.getuid()}")
+    assert os.stat(opened).st_mode & 0o777 == 0o777 and not any((opened / "entries").rglob("*.so"))
+    assert "writable by group or others" in caplog.text

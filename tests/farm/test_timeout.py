@@ -27,7 +27,8 @@ def stuck_compiler(monkeypatch, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
 
-    def compile_object(source, out, include_dirs, host, zig_cache, local_cache=None, cpu=None, extra=()):
+    def compile_object(source, out, include_dirs, host, zig_cache, local_cache=None, cpu=None, extra=(),
+                       deadline=None):
         stuck = ["sh", "-c", f'echo $$ > "{pids}/$$"; exec sleep 600']
         return zig.Job(["-c", str(source)], cwd=out.parent, zig_cache=zig_cache, source=source,
                        local_cache=local_cache, direct=stuck)

@@ -17,7 +17,7 @@ from tvm.script import tirx as T
 import jitflow
 from jitflow import cli
 from jitflow.builder import lower
-from jitflow.errors import InvalidInputError, ToolMissingError
+from jitflow.errors import CompileError, InvalidInputError, ToolMissingError
 from jitflow.inputs import ir_module
 from jitflow.report import Report, device_text
 from jitflow.report import host_code as host_analysis
@@ -271,6 +271,37 @@ def test_sass_says_so_where_no_disassembler_is_installed(vecadd, monkeypatch, tm
 def test_sass_where_a_disassembler_is_installed(vecadd):
     for arch in ("sm_80", "sm_90"):
         assert "main_kernel" in vecadd.rep.sass[arch]
+
+
+def _fake_disassembler(tmp_path, monkeypatch, script: str) -> None:
+    """An `nvdisasm` that runs `script`, where jitflow looks first (CUDA_HOME/bin)."""
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    tool = home / "bin" / "nvdisasm"
+    tool.write_text("#!/bin/sh\n" + script)
+    tool.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    assert device_text.find_sass_tool() == ("nvdisasm", str(tool))
+
+
+def test_sass_from_a_disassembler_whose_output_is_not_utf8(vecadd, monkeypatch, tmp_path, capsys):
+    _fake_disassembler(tmp_path, monkeypatch, "printf 'main_kernel: \\377\\376 IADD3 R1, R2\\n'\n")
+    text = inspect_entry(vecadd.exe.key).sass["sm_90"]
+    assert text == "main_kernel: \ufffd\ufffd IADD3 R1, R2\n"
+    assert cli.main(["inspect", vecadd.exe.key[:12], "--section", "sass"]) == 0
+    assert "// ---- SASS sm_90 ----\nmain_kernel: \ufffd\ufffd IADD3" in capsys.readouterr().out
+
+
+def test_a_disassembler_that_never_answers_is_stopped(vecadd, monkeypatch, tmp_path, capsys):
+    # a wrapper whose child holds the output open too: both are stopped
+    _fake_disassembler(tmp_path, monkeypatch, "sleep 600 &\nprintf 'partial'\nsleep 600\n")
+    monkeypatch.setattr(device_text, "SASS_TIMEOUT_S", 2.0)
+    with pytest.raises(CompileError, match="no answer within 2 s") as caught:
+        inspect_entry(vecadd.exe.key).sass["sm_90"]
+    assert "partial" in caught.value.log
+    assert cli.main(["inspect", vecadd.exe.key[:12], "--section", "sass"]) != 0
+    err = capsys.readouterr().err
+    assert "no answer within 2 s" in err and "Traceback" not in err
 
 
 MODEL = '''

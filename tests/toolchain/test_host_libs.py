@@ -3,6 +3,10 @@ constructors, the half-precision builtins, and the fallback to zig's compiler ru
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import stat
+import threading
 
 import numpy as np
 import pytest
@@ -184,3 +188,45 @@ def test_a_damaged_stub_in_zigs_cache_is_made_again(tmp_path):
     assert again == first and again[0].read_bytes() == good
     (again[1].parent / host_libs.MANIFEST).unlink()          # no manifest: not trusted either
     assert host_libs.stubs(HOST, zig_cache)[1].read_bytes() == again[1].read_bytes()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+@pytest.mark.parametrize("how", ["a link", "another user's", "a FIFO manifest", "a linked folder",
+                                 "a linked parent folder"])
+def test_a_stub_not_as_jitflow_made_it_is_made_again(tmp_path, how):
+    """The same bytes are not enough: a kept file linked into every library must be a regular file
+    of this user in a folder of this user; a FIFO manifest must not hang the link."""
+    zig_cache = tmp_path / "zig"
+    first = host_libs.stubs(HOST, zig_cache)
+    good = first[0].read_bytes()
+    folder = first[0].parent
+    if how == "a link":
+        copy = tmp_path / "elsewhere.so"
+        copy.write_bytes(good)
+        first[0].unlink()
+        first[0].symlink_to(copy)
+    elif how == "another user's":
+        os.chown(first[0], 65534, 65534)
+    elif how == "a FIFO manifest":
+        (folder / host_libs.MANIFEST).unlink()
+        os.mkfifo(folder / host_libs.MANIFEST)
+    else:                                                   # the folder, or one above it, a link to a copy
+        linked = folder if how == "a linked folder" else zig_cache / "jitflow-host-libs"
+        copy = tmp_path / "elsewhere"
+        shutil.copytree(linked, copy)
+        shutil.rmtree(linked)
+        linked.symlink_to(copy)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(host_libs.stubs(HOST, zig_cache)), daemon=True)
+    worker.start()
+    worker.join(120)
+    try:
+        assert done == [first]
+        assert not any(p.is_symlink() for p in (folder, folder.parent, folder.parent.parent))
+        for path in (first[0], folder / host_libs.MANIFEST):
+            st = path.lstat()
+            assert stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+        assert first[0].read_bytes() == good
+    finally:
+        if worker.is_alive():
+            os.close(os.open(folder / host_libs.MANIFEST, os.O_WRONLY | os.O_NONBLOCK))

@@ -2,8 +2,10 @@
 anything damaged, too large or missing reads as no memo."""
 from __future__ import annotations
 
+import os
 import stat
 import sys
+import threading
 
 import pytest
 
@@ -54,3 +56,48 @@ def test_memos_live_where_python_keeps_this_package_s_bytecode():
 
     expected = importlib.util.cache_from_source(install_memo.__file__)
     assert install_memo.folder() == type(install_memo.folder())(expected).parent
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+@pytest.mark.parametrize("how", ["a FIFO", "a link", "another user's", "writable by others"])
+def test_a_memo_not_as_jitflow_wrote_it_reads_as_none(memo_folder, tmp_path, how):
+    install_memo.write("facts", {"count": 1})
+    memo = memo_folder / "jitflow-facts.json"
+    if how == "a FIFO":
+        memo.unlink()
+        os.mkfifo(memo)
+    elif how == "a link":
+        elsewhere = tmp_path / "elsewhere.json"
+        elsewhere.write_text(memo.read_text())
+        memo.unlink()
+        memo.symlink_to(elsewhere)
+    elif how == "another user's":
+        os.chown(memo, 65534, 65534)
+    else:
+        memo.chmod(0o666)
+    found = []
+    reader = threading.Thread(target=lambda: found.append(install_memo.read("facts")), daemon=True)
+    reader.start()
+    reader.join(60)
+    try:
+        assert found == [None]
+        install_memo.write("facts", {"count": 2})                # replaced, never written through
+        assert install_memo.read("facts") == {"count": 2} and stat.S_ISREG(memo.lstat().st_mode)
+    finally:
+        if reader.is_alive():
+            os.close(os.open(memo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_recipe_digest_memo_of_another_shape_is_not_used(memo_folder):
+    from jitflow.cache import recipe
+
+    recipe.digest.cache_clear()
+    real = recipe.digest()
+    memo = install_memo.read(recipe.MEMO)
+    assert memo["digest"] == real
+    install_memo.write(recipe.MEMO, dict(memo, digest="../not a digest"))
+    recipe.digest.cache_clear()
+    try:
+        assert recipe.digest() == real
+    finally:
+        recipe.digest.cache_clear()

@@ -168,11 +168,135 @@ def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_pa
     assert len(headers) == 1 and args[1] == "-cc1" and args[2:4] == ["-include-pch", str(headers[0])]
     assert all(made == with_header for _, made in firsts)      # the same object bytes without it
     assert compiled("b.o")[1] == with_header and list((own_zig_cache / zig_pch.FOLDER).glob("*.pch")) == headers
-    headers[0].write_bytes(b"not a precompiled header")
+    headers[0].write_bytes(b"CPCH and then damage")   # looks like one to jitflow, not to clang
     args, after_damage = compiled("c.o")               # the direct compile fails: zig cc compiles it
     assert args[1] == "cc" and b"jitflow_sqrt_plus" in after_damage and not headers[0].exists()
     args, again = compiled("d.o")
     assert args[2] == "-include-pch" and headers[0].is_file() and again == with_header
-    monkeypatch.setattr(zig, "_header", lambda *a: None)
+    headers[0].write_bytes(b"not a precompiled header")   # not one at all: never given to clang, made again
+    args, remade = compiled("f.o")
+    assert args[2] == "-include-pch" and headers[0].read_bytes()[:4] == b"CPCH" and remade == with_header
+    monkeypatch.setattr(zig, "_header", lambda *a, **k: None)
     args, without = compiled("e.o")
     assert "-include-pch" not in args and without == with_header    # the same object bytes
+
+
+def _release(fifo):
+    """Let a reader blocked on `fifo` go on (it reads an empty file)."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+def test_a_fifo_in_place_of_the_directives_file_is_replaced_not_read(tmp_path, monkeypatch):
+    import threading
+
+    from jitflow.builder.steps import _include_dirs
+    from jitflow.toolchain import zig, zig_pch
+
+    own_zig_cache = tmp_path / "zig"
+    own_zig_cache.mkdir()
+    source = _c_file(tmp_path, TVM_C)
+    monkeypatch.setattr(zig_pch, "_asked", {})
+    monkeypatch.setattr(zig_pch, "_known", {})
+    probe = zig._compile_probe("x86_64-linux-gnu", tuple(f"-I{d}" for d in _include_dirs()), str(own_zig_cache),
+                               None, ())
+    made = zig._header(probe, source, own_zig_cache, make_now=True)
+    directives = made.with_suffix(".h")
+    text = directives.read_text()
+    made.unlink()                                          # the header gone, a FIFO for its directives
+    directives.unlink()
+    os.mkfifo(directives)
+    monkeypatch.setattr(zig_pch, "_known", {})
+    monkeypatch.setattr(zig_pch, "_asked", {})
+    runs = []
+
+    def compile_all():
+        for n in range(zig_pch.MAKE_AFTER + 1):           # the header is made on the MAKE_AFTER-th
+            job = zig.compile_object(source, tmp_path / f"k{n}.o", _include_dirs(), "x86_64-linux-gnu",
+                                     own_zig_cache, tmp_path / "zl")
+            job.wait()
+            runs.append(job.proc.args)
+
+    worker = threading.Thread(target=compile_all, daemon=True)
+    worker.start()
+    worker.join(100)                                       # generous: each compile takes well under a second
+    try:
+        assert len(runs) == zig_pch.MAKE_AFTER + 1
+        assert runs[-1][2:4] == ["-include-pch", str(made)] and made.read_bytes()[:4] == b"CPCH"
+        assert stat.S_ISREG(directives.lstat().st_mode) and directives.read_text() == text
+    finally:
+        while worker.is_alive():
+            _release(directives)
+            worker.join(1)
+
+
+def test_a_precompiled_header_is_made_within_the_builds_time_limit(tmp_path, monkeypatch):
+    """Everything a build waits for ends at its deadline: here a header whose directives include a
+    file that never ends (a FIFO), so that making the header would wait for its 120 s limit."""
+    import time
+
+    from jitflow.builder.host_c.compile import HostCompile
+    from jitflow.builder.steps import _include_dirs
+    from jitflow.errors import BuildTimeoutError
+    from jitflow.toolchain import zig_pch
+    from jitflow.toolchain.deadline import Deadline
+
+    own_zig_cache = tmp_path / "zig"
+    (own_zig_cache / zig_pch.FOLDER).mkdir(parents=True, mode=0o700)
+    text = '#define TVM_EXPORTS\n#include "jitflow_endless.h"\nint jitflow_late(void) { return 1; }\n'
+    source = _c_file(tmp_path, text)
+    fifos = [own_zig_cache / zig_pch.FOLDER / "jitflow_endless.h", source.parent / "jitflow_endless.h"]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    monkeypatch.setattr(zig_pch, "MAKE_AFTER", 1)          # this compile makes the header
+    monkeypatch.setattr(zig_pch, "_asked", {})
+    monkeypatch.setattr(zig_pch, "_known", {})
+    out = tmp_path / "objects"
+    out.mkdir()
+    started = time.monotonic()
+    compile = HostCompile(source, text, out, _include_dirs(), "x86_64-linux-gnu", own_zig_cache, tmp_path / "zl",
+                          jobs=1, pieces=1, deadline=Deadline.after(3))
+    try:
+        with pytest.raises(BuildTimeoutError):
+            compile.wait()
+        assert time.monotonic() - started < 60               # the limit is 3 s; making the header alone took 120
+    finally:
+        for fifo in fifos:
+            _release(fifo)
+
+
+def test_asking_zig_for_its_command_ends_at_the_builds_time_limit(tmp_path, monkeypatch):
+    """A build does not wait past its deadline for zig to say what it runs (zig busy in its cache
+    lock, say): it compiles through zig cc, bounded by the deadline, and the answer comes later."""
+    import subprocess
+    import time
+
+    from jitflow.toolchain import zig, zig_direct
+    from jitflow.toolchain.deadline import Deadline
+
+    own_zig_cache = tmp_path / "zig"
+    own_zig_cache.mkdir()
+    real = zig_direct.probe_compile
+    slow = subprocess.Popen(["sleep", "120"])
+
+    def stuck(*args):
+        slow.wait()                                        # until the test ends it
+        return real(*args)
+
+    monkeypatch.setattr(zig_direct, "probe_compile", stuck)
+    zig._compile_probe.cache_clear()
+    source = _c_file(tmp_path, "int jitflow_in_time(int x) { return x - 1; }\n")
+    started = time.monotonic()
+    try:
+        deadline = Deadline.after(20)
+        job = zig.compile_object(source, tmp_path / "k.o", [], "x86_64-linux-gnu", own_zig_cache, tmp_path / "zl",
+                                 deadline=deadline)
+        job.wait(deadline)
+        assert job.proc.args[1] == "cc" and b"jitflow_in_time" in (tmp_path / "k.o").read_bytes()
+        assert time.monotonic() - started < 60              # the probe alone would have taken 120 s
+    finally:
+        slow.kill()
+        slow.wait()
+        zig._compile_probe.cache_clear()

@@ -3,6 +3,7 @@ C library or compiler runtime is built on the way to a first library; a folder t
 means a private temporary one and one warning."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -98,3 +99,37 @@ def test_private_folder_refuses_another_users_folder(tmp_path):
             zig_cache.private_folder(tmp_path / "mine")
     finally:
         os.chown(tmp_path, 0, 0)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="planting a file as another user needs root")
+def test_a_folder_of_ours_that_others_could_write_is_refused_not_narrowed(tmp_path, monkeypatch):
+    """Once writable by others, a folder may hold anything they put there: narrowed and then trusted,
+    a remembered command another user planted would run as this user."""
+    from jitflow.errors import UntrustedFolderError
+    from jitflow.toolchain import probe_memo, zig
+
+    opened = tmp_path / "zig"
+    opened.mkdir()
+    marker, program = tmp_path / "ran-as-you", tmp_path / "planted"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    program.chmod(0o755)
+    zig._compile_probe.cache_clear()
+    monkeypatch.setattr(zig_cache, "_chosen", {})
+    source = tmp_path / "k.c"
+    source.write_text("int jitflow_opened(int x) { return x * 3; }\n")
+    zig.compile_object(source, tmp_path / "k.o", [], "x86_64-linux-gnu", opened, tmp_path / "zl").wait()
+    for memo in (opened / probe_memo.FOLDER).glob("*.json"):   # another user rewrites what was ours
+        kept = json.loads(memo.read_text())
+        kept["frontend"] = [str(program), *kept["frontend"][1:]]
+        memo.write_text(json.dumps(kept))
+    os.chmod(opened, 0o777)                                    # while the folder is open to all
+    with pytest.raises(UntrustedFolderError, match="writable by group or others.*remove that folder"):
+        zig_cache.private_folder(opened)
+    assert stat.S_IMODE(opened.stat().st_mode) == 0o777        # not narrowed: the user decides
+    used = zig_cache.folder(opened)
+    assert used != opened and stat.S_IMODE(used.stat().st_mode) == 0o700
+    zig._compile_probe.cache_clear()
+    job = zig.compile_object(source, tmp_path / "again.o", [], "x86_64-linux-gnu", used, tmp_path / "zl")
+    job.wait()
+    assert not marker.exists() and b"jitflow_opened" in (tmp_path / "again.o").read_bytes()
+    zig._compile_probe.cache_clear()

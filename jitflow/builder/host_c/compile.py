@@ -117,7 +117,7 @@ class HostCompile:
 
     def _shared(self, text: str) -> Path:
         out = self.folder / "host_entries.o"
-        object_cache.copy_object(text, out, self.include_dirs, self.host, self.zig_cache, self.cpu)
+        object_cache.copy_object(text, out, self.include_dirs, self.host, self.zig_cache, self.cpu, self.deadline)
         return out
 
     def _write_pieces(self, pieces: list[str]) -> list[Path]:
@@ -146,7 +146,7 @@ class HostCompile:
                 raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
             extra = self._extra.get(source, ())
             job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache,
-                                     self.cpu, **({"extra": extra} if extra else {}))
+                                     self.cpu, **({"extra": extra} if extra else {}), deadline=self.deadline)
             self._running.add(job)
         try:
             job.wait(self.deadline)
