@@ -166,7 +166,7 @@ def prepare(outdir: Path) -> None:
     keys = [json.loads(line)["key"] for line in record.read_text().splitlines()]
     print(f"recorded {len(keys)} keys; packed {len(packed.entries)} entries into {bundle} "
           f"({bundle.stat().st_size / 1024:.1f} KiB)")
-    print("key inputs (must match on the serving machine):")
+    print("key inputs (must match on the serving machine; nvcc's names the gcc it preprocesses with too):")
     for what, value in sorted(_versions(versions["vecadd"]["inputs"]).items()):
         print(f"  {what}: {value}")
 
