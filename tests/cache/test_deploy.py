@@ -87,3 +87,28 @@ def test_record_pack_unpack_and_serve_read_only(tmp_path, zig_cache):
     key, message = out["missed"]
     assert key in message and "jitflow cache pack" in message and "JITFLOW_RECORD" in message
     assert listing(served) == before and not zig.exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_bundle_served_read_only(tmp_path, zig_cache):
+    """benchmarks/deploy_gpu.py end to end on a GPU: `prepare` builds a CUDA model and two CUDA kernels
+    (nvcc, sm_90) and packs them; `serve` unpacks the bundle into a read-only folder, and its fresh
+    JITFLOW_CACHE=readonly process hits all three and checks their numbers against numpy, then builds
+    them cold (about half a minute in all)."""
+    script = [sys.executable, str(ROOT / "benchmarks" / "deploy_gpu.py")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT)]),
+               JITFLOW_ZIG_CACHE_DIR=str(zig_cache))
+    prep = subprocess.run([*script, "prepare", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert prep.returncode == 0, prep.stdout + prep.stderr
+    assert "packed 3 entries" in prep.stdout
+    proc = subprocess.run([*script, "serve", str(tmp_path / "deploy.tar")], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0 and "FAILED" not in proc.stdout and "Traceback" not in proc.stdout, \
+        proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    for name in ("mlp", "vecadd", "matmul_shared"):
+        assert any(ln.startswith("readonly hit") and f" {name} " in ln and ln.endswith("(hit)") for ln in lines), \
+            proc.stdout
+        assert any(ln.startswith("cold build") and f" {name} " in ln and ln.endswith("(built)") for ln in lines), \
+            proc.stdout
