@@ -1,8 +1,9 @@
 """jitflow.meta_schedule.Builder: MetaSchedule's candidates built by jitflow.build_all.
 
 For each BuilderInput it does what LocalBuilder's default build does first (the weight layout
-rewrite blocks removed, skip_tensor_rewrite=True), then compiles the module with jitflow for what the
-target says (targets.py), labelled in the cache by workload and candidate (`jitflow cache ls`), and
+rewrite blocks removed, skip_tensor_rewrite=True), then compiles the module with jitflow.compile for
+the target as it is (jitflow.targets.reading reads it, as for any compile: the best record compiled
+afterwards with the same target is the library that was measured), labelled in the cache by workload and candidate (`jitflow cache ls`), and
 builds every candidate of the batch in one build_all: here in forked processes, or on a Ray cluster.
 A candidate already in the cache is a hit (a tuning rerun builds nothing); each artifact is a copy
 in a folder of its own (artifacts.py); a failure, a candidate past `timeout_s` included, is a
@@ -89,8 +90,8 @@ class Builder(PyBuilder):
         for i, build_input in enumerate(build_inputs):
             try:
                 mod = prepared(build_input)
-                exes.append(jitflow_compile(mod, **targets.compile_arguments(build_input.target),
-                                            cache_dir=self.cache_dir, name=label(mod)))
+                exes.append(jitflow_compile(mod, targets.checked(build_input.target), cache_dir=self.cache_dir,
+                                            name=label(mod)))
                 where.append(i)
             except Exception as exc:  # noqa: BLE001 - the candidate's error, reported with it
                 results[i] = BuilderResult(None, _message(type(exc).__name__, str(exc)))

@@ -103,8 +103,8 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
 def _as_c_host(config: dict[str, Any]) -> str | None:
     """An llvm (CPU) target read as the C host, said once; the triple it names (its mtriple), if any."""
     warn_once("llvm target", "jitflow: target %r is built as the C host 'c': jitflow compiles TVM's host code as "
-              "C with zig, without LLVM (its CPU options such as -mcpu are not used; -mtriple chooses the host). "
-              "Pass 'c' to say so", config.get("kind"))
+              "C with zig, without LLVM (-mtriple chooses the host, -mcpu the CPU level where it names one of "
+              "jitflow's; LLVM's other options are not used). Pass 'c' to say so", config.get("kind"))
     return hosts.from_tvm(config)
 
 

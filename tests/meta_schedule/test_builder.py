@@ -26,7 +26,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 import jitflow  # noqa: E402
 from jitflow.cache import counters  # noqa: E402
 from jitflow.meta_schedule import Builder  # noqa: E402
-from jitflow.meta_schedule.targets import compile_arguments  # noqa: E402
+from jitflow.runtime import cpu_features  # noqa: E402
 
 #: a real tuning takes a minute on 2 cores: `make test-tune` runs these (CI too), `make test` leaves them out
 pytestmark = pytest.mark.tune
@@ -94,7 +94,7 @@ def test_tune_tir_measures_candidates_built_by_jitflow(tuned):
     assert len(measured) >= 4                 # LocalRunner loaded and timed jitflow's libraries
     sch = ms.tir_integration.compile_tir(database, matmul(), target)
     assert sch is not None
-    exe = jitflow.compile(sch.mod, **compile_arguments(target))
+    exe = jitflow.compile(sch.mod, target)
     assert exe.cached()                      # the best record, built afterwards: a cache hit
     a, b = np.random.rand(128, 128).astype("float32"), np.random.rand(128, 128).astype("float32")
     c = tvm.runtime.tensor(np.zeros((128, 128), "float32"))
@@ -156,19 +156,35 @@ def test_a_failure_is_a_builder_result_with_jitflows_message(tuned):
     shutil.rmtree(os.path.dirname(results[1].artifact_path))
 
 
-def test_tuning_targets_become_jitflows_arguments():
-    args = compile_arguments(tvm.target.Target({"kind": "llvm", "num-cores": 16, "mcpu": "x86-64-v3",
-                                                "mtriple": "aarch64-linux-gnu"}))
-    assert args == {"target": "c", "host": "aarch64-linux-gnu", "cpu_level": "x86-64-v3"}
-    assert compile_arguments(tvm.target.Target({"kind": "llvm", "mcpu": "znver4"}))["cpu_level"] is None
+def test_tuning_targets_are_built_as_compile_builds_them():
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "llvm", "num-cores": 4})
-    args = compile_arguments(cuda)
-    assert args["host"] == "x86_64-linux-gnu" and args["target"]["arch"] == "sm_90" and "host" not in args["target"]
-    assert jitflow.compile(kernels.vecadd_cuda(), **args).key == jitflow.compile(kernels.vecadd_cuda(), cuda).key
+    assert jitflow.compile(kernels.vecadd_cuda(), cuda).target.host == "x86_64-linux-gnu"
+    [result] = Builder(jobs=1).build([ms.builder.BuilderInput(kernels.matmul(), tvm.target.Target({"kind": "opencl"}))])
+    assert result.error_msg.startswith("jitflow.meta_schedule.Builder: TargetError:")
+    assert "builds llvm (as the C host) and cuda targets, not 'opencl'" in result.error_msg
     with pytest.raises(jitflow.errors.InvalidInputError, match="jobs must be"):
         Builder(jobs=0)
     with pytest.raises(jitflow.errors.InvalidInputError, match="timeout_s must be"):
         Builder(timeout_s=-1)
+
+
+@pytest.mark.skipif(not {"avx2", "fma"} <= set(cpu_features.this_cpu().features),
+                    reason="candidates built for x86-64-v3 run on a CPU that has it")
+def test_a_target_naming_a_cpu_level_tunes_and_compiles_at_it(tmp_path, cache_dir):
+    """Tuned with mcpu set, the best record compiled with the same target is the library measured."""
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v3"})
+    meta_schedule_logging()
+    database = ms.tune_tir(matmul(), target, str(tmp_path / "tune"), max_trials_global=8, num_trials_per_iter=8,
+                           builder=Builder(jobs=2, timeout_s=60), runner=quick_runner(), cost_model="random",
+                           seed=7, space=quick_space(), strategy=STRATEGY)
+    sch = ms.tir_integration.compile_tir(database, matmul(), target)
+    exe = jitflow.compile(sch.mod, target)
+    info = exe.build()
+    assert info.outcome == "hit" and info.cpu_level == "x86-64-v3"
+    a, b = np.random.rand(128, 128).astype("float32"), np.random.rand(128, 128).astype("float32")
+    c = tvm.runtime.tensor(np.zeros((128, 128), "float32"))
+    exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_a_relax_model_tuned_through_the_documented_call(tmp_path, cache_dir):
