@@ -5,7 +5,7 @@ rewrite blocks removed, skip_tensor_rewrite=True), then compiles the module with
 the target as it is (jitflow.targets.reading reads it, as for any compile: the best record compiled
 afterwards with the same target is the library that was measured), labelled in the cache by workload and candidate (`jitflow cache ls`), and
 builds every candidate of the batch in one build_all: here in forked processes, or on a Ray cluster.
-A candidate already in the cache is a hit (a tuning rerun builds nothing); each artifact is a copy
+A candidate already in the cache is a hit (MetaSchedule drawing it again: docs/tuning.md says when); each artifact is a copy
 in a folder of its own (artifacts.py); a failure, a candidate past `timeout_s` included, is a
 BuilderResult whose error_msg is jitflow's message.
 """
@@ -27,8 +27,8 @@ log = logging.getLogger("jitflow")
 
 
 def label(mod: Any) -> str:
-    """`<workload> candidate <id>`: the workload is the tuned function's name (its global_symbol), the
-    id the first 12 hex digits of the candidate module's structural hash."""
+    """`<function> candidate <id>`: the tuned function's name (its global_symbol, else its name in the
+    module), the id the first 12 hex digits of the candidate module's structural hash."""
     import tvm_ffi
 
     names = []

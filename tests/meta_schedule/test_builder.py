@@ -66,19 +66,22 @@ def matmul():
     return kernels.matmul()["main"]
 
 
+def tune(work: Path, builder: Builder, target=None, trials: int = 16):
+    """A real tune_tir of a 128x128x128 matmul into `work`: the random cost model, seed 7 and one search
+    thread (num_tuning_cores=1: the same candidates on every run), MetaSchedule's LocalRunner."""
+    meta_schedule_logging()
+    return ms.tune_tir(matmul(), target or tvm.target.Target(TARGET), str(work), max_trials_global=trials,
+                       num_trials_per_iter=8, builder=builder, runner=quick_runner(), cost_model="random", seed=7,
+                       num_tuning_cores=1, space=quick_space(), strategy=STRATEGY)
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory, zig_cache):
-    """One real tune_tir of a 128x128x128 matmul: 16 trials, the random cost model, jitflow's builder,
-    MetaSchedule's LocalRunner."""
+    """One real tuning (tune()) with jitflow's builder, shared by the tests."""
     with module_cache(tmp_path_factory, zig_cache) as cache:
-        work = tmp_path_factory.mktemp("tune")
-        target = tvm.target.Target(TARGET)
         builder = Builder(jobs=2, timeout_s=60)
-        meta_schedule_logging()
-        database = ms.tune_tir(matmul(), target, str(work), max_trials_global=16, num_trials_per_iter=8,
-                               builder=builder, runner=quick_runner(), cost_model="random", seed=7,
-                               space=quick_space(), strategy=STRATEGY)
-        yield cache, database, target, builder
+        database = tune(tmp_path_factory.mktemp("tune"), builder)
+        yield cache, database, tvm.target.Target(TARGET), builder
 
 
 def _candidates(database, target) -> list:
@@ -118,6 +121,23 @@ def test_a_rerun_over_the_same_candidates_builds_nothing_and_stats_show_the_hits
     stats = json.loads(subprocess.run([sys.executable, "-m", "jitflow", "cache", "stats", "--json"],
                                       capture_output=True, text=True, check=True).stdout)
     assert stats["hits"] >= len(inputs)
+
+
+def test_the_same_search_run_again_draws_the_same_candidates_and_builds_nothing(tuned, tmp_path):
+    cache, database, _target, _builder = tuned
+    before = counters.read(cache / "v1")
+    again = tune(tmp_path / "again", Builder(jobs=2, timeout_s=60))       # a fresh work folder, the same seed
+    after = counters.read(cache / "v1")
+    assert after["builds"] == before["builds"]
+    assert after["hits"] - before["hits"] == len(again.get_all_tuning_records()) == 16
+    first = {tvm_ffi_hash(r) for r in database.get_all_tuning_records()}
+    assert {tvm_ffi_hash(r) for r in again.get_all_tuning_records()} == first
+
+
+def tvm_ffi_hash(record) -> int:
+    import tvm_ffi
+
+    return tvm_ffi.structural_hash(record.as_measure_candidate().sch.mod)
 
 
 def test_artifacts_are_copies_in_folders_of_their_own_and_removing_them_keeps_the_cache(tuned):
@@ -173,10 +193,7 @@ def test_tuning_targets_are_built_as_compile_builds_them():
 def test_a_target_naming_a_cpu_level_tunes_and_compiles_at_it(tmp_path, cache_dir):
     """Tuned with mcpu set, the best record compiled with the same target is the library measured."""
     target = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v3"})
-    meta_schedule_logging()
-    database = ms.tune_tir(matmul(), target, str(tmp_path / "tune"), max_trials_global=8, num_trials_per_iter=8,
-                           builder=Builder(jobs=2, timeout_s=60), runner=quick_runner(), cost_model="random",
-                           seed=7, space=quick_space(), strategy=STRATEGY)
+    database = tune(tmp_path / "tune", Builder(jobs=2, timeout_s=60), target, trials=8)
     sch = ms.tir_integration.compile_tir(database, matmul(), target)
     exe = jitflow.compile(sch.mod, target)
     info = exe.build()
