@@ -20,8 +20,8 @@ from .runtime import cpu_features
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .targets import TargetSpec, machine_host, resolve_target
 from .targets import reading as target_reading
-from .targets.spec import chosen as chosen_target
 from .targets.cpu_level import resolve as resolve_cpu_level
+from .targets.spec import chosen as chosen_target
 from .toolchain import device_compiler as cuda_toolchain
 
 _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)
