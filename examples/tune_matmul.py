@@ -7,8 +7,10 @@ export it as a shipped library.
     python examples/tune_matmul.py --work-dir tune-logs       # resume the tuning recorded there
 
 Needs the tune extra (pip install 'jitflow[tune]'). Each run tunes into a new work folder with the same
-seed and one search thread, so it draws the same candidates: run it twice and the second run builds
-nothing, every candidate a cache hit (`jitflow cache stats`). `--tuning-cores N` searches on N threads,
+seed and one search thread, so it draws the same candidates: run it twice (64 trials: one round of the
+search) and the second run builds nothing, every candidate a cache hit (`jitflow cache stats`). Past
+the first round the cost model ranks candidates by the times measured, which differ between runs,
+and those rounds draw new candidates. `--tuning-cores N` searches on N threads,
 whose draws vary from run to run (most candidates repeat, not all); `--seed -1` draws anew each run;
 `--work-dir` resumes a database, which goes on to new candidates (those are built). `jitflow cache ls`
 lists the entries as `matmul candidate <id>` (`<function> candidate <id>`). docs/tuning.md says more.
