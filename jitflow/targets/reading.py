@@ -48,8 +48,11 @@ def read(target: Any) -> TargetReading:
     if config is None:
         return TargetReading()
     kind = str(config.get("kind", "")).strip().lower() or None
-    host_config = config.get("host")
-    host_config = _config(host_config) if host_config is not None else None
+    named_host = config.get("host")
+    host_config = _config(named_host) if named_host is not None else None
+    if isinstance(named_host, str) and named_host.strip().lower() not in CPU_KINDS and host_config \
+            and " " not in named_host and not named_host.strip().startswith("{"):
+        host_config = {"kind": "llvm", "mtriple": named_host.strip()}       # a bare triple
     if kind in CPU_KINDS:
         _say_mattr(config)
         host = _host_of(host_config) or _host_of(config)
@@ -111,7 +114,10 @@ def _host_of(config: dict[str, Any] | None) -> str | None:
     """The triple a host or CPU target config names (its mtriple), else None."""
     if not config or str(config.get("kind", "")).strip().lower() not in CPU_KINDS or not config.get("mtriple"):
         return None
-    return hosts.from_tvm({"kind": "llvm", "mtriple": config["mtriple"]})
+    try:
+        return hosts.from_tvm({"kind": "llvm", "mtriple": config["mtriple"]})
+    except TargetError:
+        return None                     # resolve_target reports a host jitflow does not build for
 
 
 def _level(mcpu: Any, what: str) -> str | None:

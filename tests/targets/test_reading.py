@@ -27,6 +27,8 @@ def test_host_and_level_of_cpu_and_cuda_targets():
     assert arm.host == resolve_target({"kind": "llvm", "mtriple": "aarch64-linux-gnu"}).host
     cuda = read(tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host=V3))
     assert (cuda.kind, cuda.archs, cuda.cpu_level) == ("cuda", ("sm_90",), "x86-64-v3")
+    assert read({"kind": "llvm", "host": "aarch64-linux-gnu"}).host == "aarch64-linux-gnu"
+    assert read({"kind": "llvm", "mtriple": "riscv64-unknown-linux-gnu"}).host is None   # resolve_target says why
     assert read("llvm").cpu_level is None and read("c").kind == "c" and read(None).kind is None
     assert read({"kind": "llvm", "mcpu": "znver4"}).cpu_level is None       # an LLVM model: the baseline
 
