@@ -45,6 +45,7 @@ soak: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/warm_start.py
+	$(PY) benchmarks/tune.py --trials 16 --per-iter 8 --workers 2 --cost-model random --strategy replay-trace
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

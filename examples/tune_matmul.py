@@ -1,15 +1,23 @@
 """Tune a matmul with MetaSchedule, every candidate built by jitflow, check the best against numpy and
 export it as a shipped library.
 
-    python examples/tune_matmul.py [--trials 64] [--jobs 2] [--work-dir tune-logs] [--out matmul_tuned.so]
+    python examples/tune_matmul.py [--trials 64] [--jobs 2] [--seed 1] [--out matmul_tuned.so]
     python examples/tune_matmul.py --cuda [--arch sm_90]      # a GPU machine: the same for a CUDA kernel
     python examples/tune_matmul.py --backend ray              # the builds on a Ray cluster
+    python examples/tune_matmul.py --work-dir tune-logs       # resume the tuning recorded there
 
-Needs the tune extra (pip install 'jitflow[tune]'). A second run over the same work folder's candidates
-is all cache hits (`jitflow cache stats`); `jitflow cache ls` lists them as `main candidate <id>`.
+Needs the tune extra (pip install 'jitflow[tune]'). Each run tunes into a new work folder with the same
+seed and one search thread, so it draws the same candidates: run it twice (64 trials: one round of the
+search) and the second run builds nothing, every candidate a cache hit (`jitflow cache stats`). Past
+the first round the cost model ranks candidates by the times measured, which differ between runs,
+and those rounds draw new candidates. `--tuning-cores N` searches on N threads,
+whose draws vary from run to run (most candidates repeat, not all); `--seed -1` draws anew each run;
+`--work-dir` resumes a database, which goes on to new candidates (those are built). `jitflow cache ls`
+lists the entries as `matmul candidate <id>` (`<function> candidate <id>`). docs/tuning.md says more.
 """
 import argparse
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -40,7 +48,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--cuda", action="store_true", help="tune a CUDA kernel (needs a GPU to measure)")
     parser.add_argument("--arch", default="sm_90")
-    parser.add_argument("--work-dir", default="tune-logs")
+    parser.add_argument("--work-dir", default=None, help="a MetaSchedule work folder to resume (default a new one)")
+    parser.add_argument("--seed", type=int, default=1, help="the search's seed (-1: a new one each run)")
+    parser.add_argument("--tuning-cores", type=int, default=1, help="search threads (1: the same draws each run)")
     parser.add_argument("--out", default="matmul_tuned.so")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
@@ -49,17 +59,17 @@ def main() -> None:
                                     "max_shared_memory_per_block": 49152}, host={"kind": "llvm", "num-cores": cores})
     else:
         target = tvm.target.Target({"kind": "llvm", "num-cores": cores})
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix="tune-matmul-")
     start = time.perf_counter()
-    database = ms.tune_tir(matmul, target, args.work_dir, max_trials_global=args.trials,
+    database = ms.tune_tir(matmul, target, work_dir, max_trials_global=args.trials,
                            builder=Builder(jobs=args.jobs, backend=args.backend, timeout_s=30),
-                           runner=ms.runner.LocalRunner())
-    print(f"tuned {args.trials} trials in {time.perf_counter() - start:.1f} s")
+                           runner=ms.runner.LocalRunner(), seed=None if args.seed < 0 else args.seed,
+                           num_tuning_cores=args.tuning_cores)
+    print(f"tuned {args.trials} trials in {time.perf_counter() - start:.1f} s (records in {work_dir})")
     sch = ms.tir_integration.compile_tir(database, matmul, target)
     if sch is None:
-        raise SystemExit("no candidate was measured: see the logs in " + args.work_dir)
-    # the best candidate: a cache hit, built while tuning. MetaSchedule tunes CPU kernels for an llvm
-    # target; jitflow builds them as its C host "c" (the same library and key), so name that
-    exe = jitflow.compile(sch.mod, target if args.cuda else "c")
+        raise SystemExit("no candidate was measured: see the logs in " + work_dir)
+    exe = jitflow.compile(sch.mod, target)          # the best candidate: a cache hit, built while tuning
     exe.build()
     print(f"best candidate: {exe.build_info}")
     a, b = np.random.rand(N, N).astype("float32"), np.random.rand(N, N).astype("float32")

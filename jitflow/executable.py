@@ -21,7 +21,9 @@ from .pipeline import BuildInfo
 from .runtime import cpu_features
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .targets import TargetSpec, machine_host, resolve_target
+from .targets import reading as target_reading
 from .targets.cpu_level import resolve as resolve_cpu_level
+from .targets.spec import chosen as chosen_target
 from .toolchain import device_compiler as cuda_toolchain
 
 _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)
@@ -199,7 +201,8 @@ class Executable(_tvms_executable()):
                 cached = _LOADED.get(memo) if shared else None
             if cached is not None:   # the metadata comes with it: the entry may be in the fallback folder
                 self._module, self._meta = cached
-                self.build_info = BuildInfo(key=self.key, outcome="memory")
+                self.build_info = BuildInfo(key=self.key, outcome="memory",
+                                            cpu_level=level.describe() if level is not None else None)
                 if self.settings.record is not None:
                     from .cache import record
 
@@ -335,6 +338,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     architecture's baseline, which every CPU of it runs): "x86-64-v2", "x86-64-v3", "x86-64-v4";
     "armv8.2-a", "neoverse-n1", "neoverse-v1", "neoverse-v2" for aarch64; "native" (this machine's
     CPU, resolved now to its concrete features). The library then loads only where the CPU has them.
+    A target whose mcpu names one of these levels (`{"kind": "llvm", "mcpu": "x86-64-v3"}`, a CUDA
+    target's llvm host's mcpu) builds at it, over JITFLOW_CPU_LEVEL (targets/reading.py).
     name: a label for the cache entry (`jitflow cache ls` shows it); not part of the key.
     cache: True (default JITFLOW_CACHE, else True), False (build in a temporary folder) or "readonly"
     (lookups only: a miss is a CacheMissError; nothing is built or written under the cache folder).
@@ -354,8 +359,10 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         mod = ir_module.prepare(mod)
     if len(mod.functions) == 0:
         raise InvalidInputError("the IRModule is empty: it has no functions to build")
-    settings = config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
-                              cache_salt=cache_salt, cpu_level=cpu_level, record=record)
+    settings = target_reading.with_target_level(
+        config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
+                       cache_salt=cache_salt, cpu_level=cpu_level, record=record),
+        target_reading.read(chosen_target(target)), cpu_level is not None)
     _check_tir_pipeline(tir_pipeline)
     spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host, target_host)
     level = resolve_cpu_level(settings.cpu_level, spec.host, lambda: cpu_features.this_cpu().features,

@@ -30,6 +30,12 @@ def warn_once(topic: str, message: str, *args: Any) -> None:
     log.log(logging.WARNING if first else logging.INFO, message, *args)
 
 
+def already_said(topic: str) -> None:
+    """Count `topic` as warned about: its warning comes at info level only (where the caller cannot act on it)."""
+    with _said_lock:
+        _said.add(topic)
+
+
 def forget_warnings() -> None:
     """Warn again about every topic (for a long-lived process whose setup changed)."""
     with _said_lock:

@@ -57,10 +57,12 @@ class BuildInfo:
     total: float = 0.0
     library: Path | None = None
     note: str | None = None            # what the build's CPU level costs here (a baseline build with vectors)
+    cpu_level: str | None = None       # the host code's CPU level ("x86-64-v3"); None: the baseline
 
     def __str__(self) -> str:
         parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.stages.items())
         return f"{self.outcome} {self.key[:12]} in {self.total * 1000:.1f} ms" + (f" ({parts})" if parts else "") \
+            + (f" at CPU level {self.cpu_level}" if self.cpu_level else "") \
             + (f"; note: {self.note}" if self.note else "")
 
 
@@ -108,7 +110,8 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
     start = time.perf_counter()
     pass_context.warn_if_entered_late(in_process.pass_context)
     key, inputs = cache_key.digest, cache_key.inputs
-    info = BuildInfo(key=key, outcome="hit")
+    info = BuildInfo(key=key, outcome="hit",
+                     cpu_level=options.cpu_level.describe() if options.cpu_level is not None else None)
     recheck = not key_is_fresh
     folders = location.open_cache(settings)
     found, cache = None, None

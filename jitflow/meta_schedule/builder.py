@@ -1,10 +1,11 @@
 """jitflow.meta_schedule.Builder: MetaSchedule's candidates built by jitflow.build_all.
 
 For each BuilderInput it does what LocalBuilder's default build does first (the weight layout
-rewrite blocks removed, skip_tensor_rewrite=True), then compiles the module with jitflow for what the
-target says (targets.py), labelled in the cache by workload and candidate (`jitflow cache ls`), and
+rewrite blocks removed, skip_tensor_rewrite=True), then compiles the module with jitflow.compile for
+the target as it is (jitflow.targets.reading reads it, as for any compile: the best record compiled
+afterwards with the same target is the library that was measured), labelled in the cache by workload and candidate (`jitflow cache ls`), and
 builds every candidate of the batch in one build_all: here in forked processes, or on a Ray cluster.
-A candidate already in the cache is a hit (a tuning rerun builds nothing); each artifact is a copy
+A candidate already in the cache is a hit (MetaSchedule drawing it again: docs/tuning.md says when); each artifact is a copy
 in a folder of its own (artifacts.py); a failure, a candidate past `timeout_s` included, is a
 BuilderResult whose error_msg is jitflow's message.
 """
@@ -20,14 +21,16 @@ from ..errors import InvalidInputError, ToolMissingError
 from ..executable import compile as jitflow_compile
 from ..farm import build_all
 from ..farm.result import BACKENDS
+from ..logs import already_said
+from ..targets.spec import LLVM_AS_C
 from . import artifacts, targets
 
 log = logging.getLogger("jitflow")
 
 
 def label(mod: Any) -> str:
-    """`<workload> candidate <id>`: the workload is the tuned function's name (its global_symbol), the
-    id the first 12 hex digits of the candidate module's structural hash."""
+    """`<function> candidate <id>`: the tuned function's name (its global_symbol, else its name in the
+    module), the id the first 12 hex digits of the candidate module's structural hash."""
     import tvm_ffi
 
     names = []
@@ -84,13 +87,16 @@ class Builder(PyBuilder):
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         """Build every candidate (hits for those in the cache); one BuilderResult each, in order."""
         results: list[BuilderResult | None] = [None] * len(build_inputs)
+        # MetaSchedule tunes CPU kernels for an llvm target, which jitflow builds as its C host; the tuner
+        # cannot be told 'c', so the warning that says so would only be noise here
+        already_said(LLVM_AS_C)
         exes: list[Any] = []
         where: list[int] = []
         for i, build_input in enumerate(build_inputs):
             try:
                 mod = prepared(build_input)
-                exes.append(jitflow_compile(mod, **targets.compile_arguments(build_input.target),
-                                            cache_dir=self.cache_dir, name=label(mod)))
+                exes.append(jitflow_compile(mod, targets.checked(build_input.target), cache_dir=self.cache_dir,
+                                            name=label(mod)))
                 where.append(i)
             except Exception as exc:  # noqa: BLE001 - the candidate's error, reported with it
                 results[i] = BuilderResult(None, _message(type(exc).__name__, str(exc)))

@@ -103,12 +103,16 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
     raise TargetError(f"target must be a string, a dict or a tvm.target.Target, not {type(target).__name__}")
 
 
+#: the warning topic of an llvm target built as the C host
+LLVM_AS_C = "llvm target"
+
+
 def _as_c_host(config: dict[str, Any]) -> str | None:
     """An llvm (CPU) target read as the C host, said once; the triple it names (its mtriple), if any."""
-    warn_once("llvm target", "jitflow: target %r is built as the C host 'c': jitflow compiles TVM's host code as "
-              "C with zig, without LLVM (its CPU options such as -mcpu are not used: cpu_level= chooses how much of "
-              "the CPU the host code uses, e.g. cpu_level='x86-64-v3' or 'native'; -mtriple chooses the host). "
-              "Pass 'c' to say so", config.get("kind"))
+    warn_once(LLVM_AS_C, "jitflow: target %r is built as the C host 'c': jitflow compiles TVM's host code as "
+              "C with zig, without LLVM (-mtriple chooses the host, -mcpu the CPU level where it names one of "
+              "jitflow's, as cpu_level= does; LLVM's other options are not used). Pass 'c' to say so",
+              config.get("kind"))
     return hosts.from_tvm(config)
 
 

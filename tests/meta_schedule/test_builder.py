@@ -26,7 +26,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 import jitflow  # noqa: E402
 from jitflow.cache import counters  # noqa: E402
 from jitflow.meta_schedule import Builder  # noqa: E402
-from jitflow.meta_schedule.targets import compile_arguments  # noqa: E402
+from jitflow.runtime import cpu_features  # noqa: E402
 
 #: a real tuning takes a minute on 2 cores: `make test-tune` runs these (CI too), `make test` leaves them out
 pytestmark = pytest.mark.tune
@@ -66,19 +66,22 @@ def matmul():
     return kernels.matmul()["main"]
 
 
+def tune(work: Path, builder: Builder, target=None, trials: int = 16):
+    """A real tune_tir of a 128x128x128 matmul into `work`: the random cost model, seed 7 and one search
+    thread (num_tuning_cores=1: the same candidates on every run), MetaSchedule's LocalRunner."""
+    meta_schedule_logging()
+    return ms.tune_tir(matmul(), target or tvm.target.Target(TARGET), str(work), max_trials_global=trials,
+                       num_trials_per_iter=8, builder=builder, runner=quick_runner(), cost_model="random", seed=7,
+                       num_tuning_cores=1, space=quick_space(), strategy=STRATEGY)
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory, zig_cache):
-    """One real tune_tir of a 128x128x128 matmul: 16 trials, the random cost model, jitflow's builder,
-    MetaSchedule's LocalRunner."""
+    """One real tuning (tune()) with jitflow's builder, shared by the tests."""
     with module_cache(tmp_path_factory, zig_cache) as cache:
-        work = tmp_path_factory.mktemp("tune")
-        target = tvm.target.Target(TARGET)
         builder = Builder(jobs=2, timeout_s=60)
-        meta_schedule_logging()
-        database = ms.tune_tir(matmul(), target, str(work), max_trials_global=16, num_trials_per_iter=8,
-                               builder=builder, runner=quick_runner(), cost_model="random", seed=7,
-                               space=quick_space(), strategy=STRATEGY)
-        yield cache, database, target, builder
+        database = tune(tmp_path_factory.mktemp("tune"), builder)
+        yield cache, database, tvm.target.Target(TARGET), builder
 
 
 def _candidates(database, target) -> list:
@@ -94,7 +97,7 @@ def test_tune_tir_measures_candidates_built_by_jitflow(tuned):
     assert len(measured) >= 4                 # LocalRunner loaded and timed jitflow's libraries
     sch = ms.tir_integration.compile_tir(database, matmul(), target)
     assert sch is not None
-    exe = jitflow.compile(sch.mod, **compile_arguments(target))
+    exe = jitflow.compile(sch.mod, target)
     assert exe.cached()                      # the best record, built afterwards: a cache hit
     a, b = np.random.rand(128, 128).astype("float32"), np.random.rand(128, 128).astype("float32")
     c = tvm.runtime.tensor(np.zeros((128, 128), "float32"))
@@ -118,6 +121,23 @@ def test_a_rerun_over_the_same_candidates_builds_nothing_and_stats_show_the_hits
     stats = json.loads(subprocess.run([sys.executable, "-m", "jitflow", "cache", "stats", "--json"],
                                       capture_output=True, text=True, check=True).stdout)
     assert stats["hits"] >= len(inputs)
+
+
+def test_the_same_search_run_again_draws_the_same_candidates_and_builds_nothing(tuned, tmp_path):
+    cache, database, _target, _builder = tuned
+    before = counters.read(cache / "v1")
+    again = tune(tmp_path / "again", Builder(jobs=2, timeout_s=60))       # a fresh work folder, the same seed
+    after = counters.read(cache / "v1")
+    assert after["builds"] == before["builds"]
+    assert after["hits"] - before["hits"] == len(again.get_all_tuning_records()) == 16
+    first = {tvm_ffi_hash(r) for r in database.get_all_tuning_records()}
+    assert {tvm_ffi_hash(r) for r in again.get_all_tuning_records()} == first
+
+
+def tvm_ffi_hash(record) -> int:
+    import tvm_ffi
+
+    return tvm_ffi.structural_hash(record.as_measure_candidate().sch.mod)
 
 
 def test_artifacts_are_copies_in_folders_of_their_own_and_removing_them_keeps_the_cache(tuned):
@@ -156,19 +176,32 @@ def test_a_failure_is_a_builder_result_with_jitflows_message(tuned):
     shutil.rmtree(os.path.dirname(results[1].artifact_path))
 
 
-def test_tuning_targets_become_jitflows_arguments():
-    args = compile_arguments(tvm.target.Target({"kind": "llvm", "num-cores": 16, "mcpu": "x86-64-v3",
-                                                "mtriple": "aarch64-linux-gnu"}))
-    assert args == {"target": "c", "host": "aarch64-linux-gnu", "cpu_level": "x86-64-v3"}
-    assert compile_arguments(tvm.target.Target({"kind": "llvm", "mcpu": "znver4"}))["cpu_level"] is None
+def test_tuning_targets_are_built_as_compile_builds_them():
     cuda = tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "llvm", "num-cores": 4})
-    args = compile_arguments(cuda)
-    assert args["host"] == "x86_64-linux-gnu" and args["target"]["arch"] == "sm_90" and "host" not in args["target"]
-    assert jitflow.compile(kernels.vecadd_cuda(), **args).key == jitflow.compile(kernels.vecadd_cuda(), cuda).key
+    assert jitflow.compile(kernels.vecadd_cuda(), cuda).target.host == "x86_64-linux-gnu"
+    [result] = Builder(jobs=1).build([ms.builder.BuilderInput(kernels.matmul(), tvm.target.Target({"kind": "opencl"}))])
+    assert result.error_msg.startswith("jitflow.meta_schedule.Builder: TargetError:")
+    assert "builds llvm (as the C host) and cuda targets, not 'opencl'" in result.error_msg
     with pytest.raises(jitflow.errors.InvalidInputError, match="jobs must be"):
         Builder(jobs=0)
     with pytest.raises(jitflow.errors.InvalidInputError, match="timeout_s must be"):
         Builder(timeout_s=-1)
+
+
+@pytest.mark.skipif(not {"avx2", "fma"} <= set(cpu_features.this_cpu().features),
+                    reason="candidates built for x86-64-v3 run on a CPU that has it")
+def test_a_target_naming_a_cpu_level_tunes_and_compiles_at_it(tmp_path, cache_dir):
+    """Tuned with mcpu set, the best record compiled with the same target is the library measured."""
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2, "mcpu": "x86-64-v3"})
+    database = tune(tmp_path / "tune", Builder(jobs=2, timeout_s=60), target, trials=8)
+    sch = ms.tir_integration.compile_tir(database, matmul(), target)
+    exe = jitflow.compile(sch.mod, target)
+    info = exe.build()
+    assert info.outcome == "hit" and info.cpu_level == "x86-64-v3"
+    a, b = np.random.rand(128, 128).astype("float32"), np.random.rand(128, 128).astype("float32")
+    c = tvm.runtime.tensor(np.zeros((128, 128), "float32"))
+    exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_a_relax_model_tuned_through_the_documented_call(tmp_path, cache_dir):

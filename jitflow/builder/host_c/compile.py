@@ -28,11 +28,18 @@ MIN_PIECE_BYTES = 64_000
 #: at most this many pieces, whatever the machine.
 MAX_PIECES = 32
 #: a function of more C than this (explicitly unrolled tuning candidates make megabytes) is compiled
-#: with LARGE_FUNCTION_FLAGS: clang's SLP vectorizer and its instruction schedulers grow faster than
-#: the code on such long straight-line blocks (a 1.3 MB matmul candidate: 48 s of CPU at -O1, 38 s
-#: of it in the SLP vectorizer; docs/tuning.md has the figures, with the run-time cost)
+#: with LARGE_FUNCTION_FLAGS: clang's machine instruction scheduler builds a dependence graph over
+#: each basic block, and an unrolled candidate's body is one block of tens of thousands of
+#: instructions (a 508 KB function: 9.0 of its 15.3 s of CPU at -O2 in that scheduler). The flags
+#: keep the scheduler, which the code needs (without it that candidate ran 1.56x LLVM's build of it,
+#: with it 1.13x), and bound its graph: past 50 memory operations in a region its dependences are
+#: kept coarser (-dag-maps-huge-region, LLVM's own compile-time guard, whose default is 1000). The
+#: post-RA scheduler and the SLP vectorizer are left out (the C host writes vectors as vector
+#: types already; on code written lane by lane the SLP vectorizer's time grows faster than the
+#: code's). docs/tuning.md has the figures.
 LARGE_FUNCTION_BYTES = 200_000
-LARGE_FUNCTION_FLAGS = ("-fno-slp-vectorize", "-mllvm", "-enable-misched=false", "-mllvm", "-enable-post-misched=false")
+LARGE_FUNCTION_FLAGS = ("-fno-slp-vectorize", "-mllvm", "-dag-maps-huge-region=50",
+                        "-mllvm", "-enable-post-misched=false")
 #: a source of more C than this is not compiled in build_all's shared processes (compile_batch.py):
 #: it would hold up the others, and its own process is a small part of its time
 BATCH_MAX_BYTES = MIN_PIECE_BYTES
