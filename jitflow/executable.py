@@ -16,7 +16,7 @@ from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .files import export_path
 from .formats import VM_KIND
 from .inputs import ir_module, pass_context
-from .options import DEFAULT_PIPELINE, BuildOptions, InProcess
+from .options import BuildOptions, InProcess, check_tir_pipeline, relax_pipeline_of
 from .pipeline import BuildInfo
 from .runtime import cpu_features
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
@@ -363,7 +363,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         config.resolve(cache_dir=cache_dir, cache=cache, cuda_compiler=cuda_compiler, cuda_floor=cuda_floor,
                        cache_salt=cache_salt, cpu_level=cpu_level, record=record),
         target_reading.read(chosen_target(target)), cpu_level is not None)
-    _check_tir_pipeline(tir_pipeline)
+    check_tir_pipeline(tir_pipeline)
     spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host, target_host)
     level = resolve_cpu_level(settings.cpu_level, spec.host, lambda: cpu_features.this_cpu().features,
                               machine_host(), settings.cpu_level_from)
@@ -376,38 +376,10 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         raise InvalidInputError(f"name must be a string (a label for the cache entry), not {type(name).__name__}")
     pipeline_name, pipeline_pass = None, None
     if ir_module.is_relax(mod):
-        pipeline_name, pipeline_pass = _relax_pipeline(relax_pipeline)
+        pipeline_name, pipeline_pass = relax_pipeline_of(relax_pipeline)
     elif relax_pipeline is not None:
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")
     options = BuildOptions.make(pass_config, device_options, relax_pipeline=pipeline_name, label=name,
                                 # None: the compiler's major version .0, found when first needed (Executable.options)
                                 cuda_floor=settings.cuda_floor if spec.is_cuda else None, cpu_level=level)
     return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))
-
-
-def _check_tir_pipeline(value: Any) -> None:
-    """tvm.compile's tir_pipeline=: TVM's "default" is what jitflow runs; another is refused with the way."""
-    if value is None or value == "default":
-        return
-    raise InvalidInputError(
-        f"tir_pipeline={value!r} is not taken: jitflow lowers TIR with the pipeline TVM registers under its "
-        "default name ('s_tir'), and keys the library by that function. To run your own, register it "
-        "there (tvm.tirx.register_tir_pipeline('s_tir', pipeline)) before compiling, or apply its passes "
-        "to the module before jitflow.compile(); leave tir_pipeline out")
-
-
-def _relax_pipeline(value: Any) -> tuple[str | None, Any]:
-    """relax_pipeline= as (a pipeline name, None) or (None, a tvm.transform.Pass)."""
-    import tvm
-
-    if value is None:
-        return DEFAULT_PIPELINE, None
-    if isinstance(value, tvm.transform.Pass):
-        return None, value
-    if isinstance(value, str):
-        known = sorted(tvm.relax.pipeline.PIPELINE_MAP)
-        if value not in known:
-            raise InvalidInputError(f"unknown Relax pipeline {value!r}; known: {', '.join(known)}")
-        return value, None
-    raise InvalidInputError(f"relax_pipeline must be a pipeline name or a tvm.transform.Pass, "
-                            f"not {type(value).__name__}")

@@ -11,13 +11,14 @@ Two parts, kept apart on purpose:
   A build elsewhere can only use what BuildOptions holds.
 
 Both are made once, by jitflow.compile, and never changed: lower stages read them, none returns
-or edits them.
+or edits them. The pipeline arguments are read here too (relax_pipeline_of, check_tir_pipeline).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from .errors import InvalidInputError
 from .targets.cpu_level import CpuLevel
 from .targets.cuda_floor import CudaVersion, parse
 
@@ -94,3 +95,31 @@ def relax_pipeline(options: BuildOptions, in_process: InProcess) -> Any:
     """The Relax pipeline a build runs: the Pass given to compile(), else its name; None for a
     module without Relax functions."""
     return in_process.relax_pass if in_process.relax_pass is not None else options.relax_pipeline
+
+
+def check_tir_pipeline(value: Any) -> None:
+    """tvm.compile's tir_pipeline=: TVM's "default" is what jitflow runs; another is refused with the way."""
+    if value is None or value == "default":
+        return
+    raise InvalidInputError(
+        f"tir_pipeline={value!r} is not taken: jitflow lowers TIR with the pipeline TVM registers under its "
+        "default name ('s_tir'), and keys the library by that function. To run your own, register it "
+        "there (tvm.tirx.register_tir_pipeline('s_tir', pipeline)) before compiling, or apply its passes "
+        "to the module before jitflow.compile(); leave tir_pipeline out")
+
+
+def relax_pipeline_of(value: Any) -> tuple[str | None, Any]:
+    """relax_pipeline= as (a pipeline name, None) or (None, a tvm.transform.Pass)."""
+    import tvm
+
+    if value is None:
+        return DEFAULT_PIPELINE, None
+    if isinstance(value, tvm.transform.Pass):
+        return None, value
+    if isinstance(value, str):
+        known = sorted(tvm.relax.pipeline.PIPELINE_MAP)
+        if value not in known:
+            raise InvalidInputError(f"unknown Relax pipeline {value!r}; known: {', '.join(known)}")
+        return value, None
+    raise InvalidInputError(f"relax_pipeline must be a pipeline name or a tvm.transform.Pass, "
+                            f"not {type(value).__name__}")
