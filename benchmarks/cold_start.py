@@ -256,7 +256,7 @@ def _probe_library(tmp: Path, level: str, contract: bool) -> Any:
     import ctypes
 
     from jitflow.targets import cpu_level
-    from jitflow.toolchain import zig, zig_cache
+    from jitflow.toolchain.zig_cc import zig, zig_cache
 
     source, lib = tmp / "probes.c", tmp / f"probes_{level}_{contract}.so"
     source.write_text(PROBES)

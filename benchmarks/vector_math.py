@@ -40,8 +40,8 @@ TWO = {"powf", "atan2f", "hypotf", "nextafterf", "copysignf"}
 def _library(level: str, folder: Path) -> ctypes.CDLL:
     """mathlib's functions in loops: s_<f> (scalar form), v_<f> (8-lane form), l_<f> (libm)."""
     from jitflow.builder.host_c import mathlib, prelude
-    from jitflow.toolchain import zig
-    from jitflow.toolchain.zig_wheel import zig_binary
+    from jitflow.toolchain.zig_cc import zig
+    from jitflow.toolchain.zig_cc.zig_wheel import zig_binary
 
     calls = []
     for name in mathlib.PUBLIC:

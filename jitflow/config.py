@@ -242,14 +242,14 @@ class Settings(NamedTuple):
     cache_dir: Path
     cache_enabled: bool
     cuda_compiler: str
-    zig_cache_dir: Path | None          # None: the per-user toolchain folder (toolchain/zig_cache.py)
+    zig_cache_dir: Path | None          # None: the per-user toolchain folder (toolchain/zig_cc/zig_cache.py)
     cache_max_size: int = DEFAULT_MAX_SIZE
     remote: RemoteSettings = RemoteSettings()
     progress: str = "auto"
     cuda_floor: CudaVersion | None = None   # None: the device compiler's major version .0
     cache_salt: str = ""
     build_jobs: int | None = None       # None: the usable cores (builder/host_c/compile.py)
-    tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda_flags.py)
+    tvm_cuda: TvmCudaSettings = TvmCudaSettings()   # TVM's CUDA compiler variables (toolchain/cuda/cuda_flags.py)
     cpu_level: str | None = None        # a level's name (targets/cpu_level.py); None: the baseline
     cpu_level_from: str = "cpu_level"   # where it was given, for messages
     cache_readonly: bool = False        # lookups only: a miss is a CacheMissError (cache_enabled is then True)

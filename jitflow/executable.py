@@ -24,7 +24,7 @@ from .targets import TargetSpec, machine_host, resolve_target
 from .targets import reading as target_reading
 from .targets.cpu_level import resolve as resolve_cpu_level
 from .targets.spec import chosen as chosen_target
-from .toolchain import device_compiler as cuda_toolchain
+from .toolchain.cuda import device_compiler as cuda_toolchain
 
 _LOADED: dict[tuple[str, str], tuple[Any, dict[str, Any]]] = {}   # (cache dir, key) -> (module, metadata)
 _LOADED_LOCK = threading.Lock()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import TESTS
 
-from jitflow.toolchain import zig as zig_cc
+from jitflow.toolchain.zig_cc import zig as zig_cc
 
 ARM = "aarch64-linux-gnu"
 DRIVER = TESTS / "data" / "ffi_driver.c"

@@ -62,7 +62,7 @@ def zig_cache() -> Path:
     """The zig cache every jitflow process of this user shares (JITFLOW_ZIG_CACHE_DIR, else the per-user
     toolchain folder), as users get it: what zig builds once (the aarch64 test driver's C library and
     compiler runtime, for one) is built once per machine, not once per test session."""
-    from jitflow.toolchain import zig_cache as location
+    from jitflow.toolchain.zig_cc import zig_cache as location
 
     configured = os.environ.get("JITFLOW_ZIG_CACHE_DIR")
     return location.folder(Path(configured) if configured else None)

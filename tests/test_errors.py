@@ -77,7 +77,7 @@ def test_device_compile_failure_has_command_log_and_kept_source(cache_dir):
 
 
 def test_missing_nvcc_names_the_fix(cache_dir, monkeypatch, tmp_path):
-    from jitflow.toolchain import nvcc as cuda_nvcc
+    from jitflow.toolchain.cuda import nvcc as cuda_nvcc
 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)

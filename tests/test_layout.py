@@ -159,6 +159,33 @@ def test_jitflow_holds_at_most_ten_top_level_modules():
     assert len(modules) <= MAX_TOP_LEVEL_MODULES, f"move some of these into a subpackage: {modules}"
 
 
+#: the most lines one module may have: past it a module does more than one job
+MAX_MODULE_LINES = 400
+#: the most modules a folder of jitflow may hold directly (its __init__ counted)
+MAX_FOLDER_MODULES = {"toolchain": 8}
+#: the module names of zig's C toolchain and of the CUDA compilers: no folder holds both kinds
+ZIG_MODULES = re.compile(r"^(zig\w*|cc1_batch|compile_batch|probe_memo|object_cache|host_libs|builtins_c|link)\.py$")
+CUDA_MODULES = re.compile(r"^(nvrtc|nvcc|nvjitlink|device_compiler|fatbin_build|cuda_\w+|cccl_shim|ptx_floor)\.py$")
+
+
+def test_no_module_is_over_400_lines():
+    long = {p.relative_to(ROOT).as_posix(): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, "split these at a seam of their own"
+
+
+def test_the_toolchain_keeps_the_c_toolchain_and_the_cuda_compilers_in_rooms_of_their_own():
+    for folder, most in MAX_FOLDER_MODULES.items():
+        modules = sorted(p.name for p in (PACKAGE / folder).glob("*.py"))
+        assert len(modules) <= most, f"jitflow/{folder} holds {len(modules)} modules: {modules}"
+    for folder in {p.parent for p in (PACKAGE / "toolchain").rglob("*.py")}:
+        names = [p.name for p in folder.glob("*.py")]
+        zig, cuda = [n for n in names if ZIG_MODULES.match(n)], [n for n in names if CUDA_MODULES.match(n)]
+        assert not (zig and cuda), f"{folder.relative_to(ROOT)} mixes zig's {zig} with the CUDA compilers' {cuda}"
+    assert {p.name for p in (PACKAGE / "toolchain" / "zig_cc").glob("zig*.py")} >= {"zig.py", "zig_cache.py"}
+    assert (PACKAGE / "toolchain" / "cuda" / "nvrtc.py").is_file()
+
+
 def folder_table() -> list[str]:
     """The folders of jitflow that the README's table in "How the code is laid out" names, as paths
     relative to the repository ("jitflow/cache/shared")."""

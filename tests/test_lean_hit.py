@@ -20,10 +20,10 @@ import jitflow
 #: what a cache hit must not import: a name covers the module and everything under it
 FORBIDDEN = (
     "jitflow.builder",
-    "jitflow.toolchain.zig", "jitflow.toolchain.zig_direct", "jitflow.toolchain.zig_pch",
-    "jitflow.toolchain.link", "jitflow.toolchain.host_libs", "jitflow.toolchain.builtins_c",
-    "jitflow.toolchain.nvrtc", "jitflow.toolchain.nvcc", "jitflow.toolchain.cccl_shim",
-    "jitflow.toolchain.fatbin_build", "jitflow.toolchain.nvjitlink", "jitflow.toolchain.ptx_floor",
+    "jitflow.toolchain.zig_cc.zig", "jitflow.toolchain.zig_cc.zig_direct", "jitflow.toolchain.zig_cc.zig_pch",
+    "jitflow.toolchain.zig_cc.link", "jitflow.toolchain.zig_cc.host_libs", "jitflow.toolchain.zig_cc.builtins_c",
+    "jitflow.toolchain.cuda.nvrtc", "jitflow.toolchain.cuda.nvcc", "jitflow.toolchain.cuda.cccl_shim",
+    "jitflow.toolchain.cuda.fatbin_build", "jitflow.toolchain.cuda.nvjitlink", "jitflow.toolchain.cuda.ptx_floor",
     "jitflow.cache.shared.tier", "jitflow.cache.admin", "jitflow.cache.door",
     "jitflow.cache.bundle", "jitflow.cache.bundle_format", "jitflow.cache.bundle_unpack",
 )

@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 
 from ..errors import CompileError
 from ..targets.cuda_floor import CudaVersion
-from ..toolchain import cccl_shim, device_compiler
-from ..toolchain.cuda_flags import CudaFlags
+from ..toolchain.cuda import cccl_shim, device_compiler
+from ..toolchain.cuda.cuda_flags import CudaFlags
 from .host_c import split
 from .host_c.compile import usable_cores
 from .pack import DevicePiece

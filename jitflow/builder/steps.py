@@ -19,7 +19,8 @@ from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
 from ..runtime import compat
 from ..targets import TargetSpec, cpu_level
-from ..toolchain import cuda_flags, device_compiler, link, zig, zig_cache
+from ..toolchain.cuda import cuda_flags, device_compiler
+from ..toolchain.zig_cc import link, zig, zig_cache
 from ..toolchain.deadline import Deadline
 from . import lower, memory_facts, pack
 from .clock import Clock

@@ -18,7 +18,7 @@ The location rules:
 - the admin commands (`jitflow cache ...`) work on the configured folder only, and refuse one that
   others could change, with the reason (CacheFolders.for_admin).
 
-zig's cache is not in these folders: see toolchain/zig_cache.py.
+zig's cache is not in these folders: see toolchain/zig_cc/zig_cache.py.
 """
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
         per_host["entries"] += 1
         per_host["size"] += e.size
     size = sum(e.size for e in rows)
-    from ..toolchain import zig_cache
+    from ..toolchain.zig_cc import zig_cache
 
     zig_dir = settings.zig_cache_dir or zig_cache.default_location()      # shared by every cache folder
     zig_size = folder_size(zig_dir)

@@ -139,7 +139,7 @@ def run_warm(args: argparse.Namespace) -> int:
     from ..config import resolve
     from ..targets import DEFAULT_HOST, machine_host
     from ..targets.hosts import normalize
-    from ..toolchain import link, zig, zig_cache
+    from ..toolchain.zig_cc import link, zig, zig_cache
 
     zig_dir = zig_cache.folder(resolve().zig_cache_dir)
     for host in [normalize(h) for h in args.host] if args.host else [machine_host() or DEFAULT_HOST]:

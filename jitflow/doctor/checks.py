@@ -78,7 +78,7 @@ def _tvm() -> list[Check]:
 
 def _zig(configured: Path | None) -> list[Check]:
     from ..errors import JitflowError
-    from ..toolchain import zig_cache, zig_wheel
+    from ..toolchain.zig_cc import zig_cache, zig_wheel
 
     try:
         exe, version = zig_wheel.zig_binary(), zig_wheel.version()
@@ -96,8 +96,8 @@ def _zig(configured: Path | None) -> list[Check]:
 
 def _cuda_compilers() -> list[Check]:
     from ..errors import JitflowError
-    from ..toolchain import cuda_toolkit, fatbin_build, nvcc
-    from ..toolchain import nvrtc as nvrtc_wheels
+    from ..toolchain.cuda import cuda_toolkit, fatbin_build, nvcc
+    from ..toolchain.cuda import nvrtc as nvrtc_wheels
 
     out = []
     for name, version, wheel in (("NVRTC", lambda: str(nvrtc_wheels.cuda_version()), nvrtc_wheels.WHEEL_HINT),
@@ -106,7 +106,7 @@ def _cuda_compilers() -> list[Check]:
             out.append(Check(name, True, version()))
         except Exception as exc:  # noqa: BLE001 - a broken install must be reported, not raised
             out.append(Check(name, False, f"not loadable: {exc}", wheel))
-    from ..toolchain import nvjitlink
+    from ..toolchain.cuda import nvjitlink
 
     if nvjitlink.available():
         out.append(Check("nvJitLink", True, nvjitlink.version()))

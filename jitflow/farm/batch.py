@@ -1,5 +1,5 @@
 """build_all's batches: a worker builds several items, each in a thread of its own, and their host C
-compiles in one compiler process (toolchain/compile_batch.py, cc1_batch.py).
+compiles in one compiler process (toolchain/zig_cc/compile_batch.py, cc1_batch.py).
 
 The items take turns up to their host compile (lowering is Python and TVM, which one thread at a
 time runs anyway): the next item starts once the one before has handed its source to the batch
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from ..toolchain import compile_batch
+from ..toolchain.zig_cc import compile_batch
 
 #: an item's result, as local.py hands it back: (index, ok, outcome, error, error type)
 Done = tuple[int, bool, str, "str | None", "str | None"]

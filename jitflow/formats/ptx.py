@@ -1,7 +1,7 @@
 """PTX text: its ISA version (the `.version` directive) and target, and lowering the declared version.
 
 Lowering only rewrites the directive; whether the code is valid at the lower ISA is for ptxas to
-say (toolchain/ptx_floor.py assembles it at that ISA before a library ships it).
+say (toolchain/cuda/ptx_floor.py assembles it at that ISA before a library ships it).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import CompileError, InvalidInputError, JitflowError
 from ..targets import normalize_arch
-from ..toolchain import cuda_toolkit, device_compiler
+from ..toolchain.cuda import cuda_toolkit, device_compiler
 
 SASS_TOOLS: tuple[cuda_toolkit.Tool, ...] = ("nvdisasm", "cuobjdump")
 #: seconds a disassembler may take for one cubin (nvdisasm takes well under one for a model's kernels)
@@ -74,7 +74,7 @@ class DeviceText(Mapping[str, str]):
 
 
 def find_sass_tool() -> tuple[str, str] | None:
-    """(tool name, path) of nvdisasm or cuobjdump (toolchain/cuda_toolkit.py finds them), or None."""
+    """(tool name, path) of nvdisasm or cuobjdump (toolchain/cuda/cuda_toolkit.py finds them), or None."""
     for name in SASS_TOOLS:
         path = cuda_toolkit.find(name)
         if path is not None:
@@ -129,7 +129,7 @@ def ptx_from_source(source: str, arch: str, compiler: str, options: Sequence[str
                     tvm_cuda: dict[str, Any] | None = None) -> str:
     """The PTX the build's compiler makes from `source` for `arch` (the input of that arch's SASS),
     with the build's options and the TVM_CUDA_* settings its key recorded (`tvm_cuda`)."""
-    from ..toolchain.cuda_flags import recorded
+    from ..toolchain.cuda.cuda_flags import recorded
 
     return device_compiler.ptx(source, arch, compiler, options, recorded(tvm_cuda or {}, compiler))
 

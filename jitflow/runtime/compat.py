@@ -93,7 +93,7 @@ class DeviceCode(NamedTuple):
         return " and ".join(parts) or "no device code"
 
     def to_record(self) -> dict[str, Any]:
-        """The form a library's digest record keeps it in (toolchain/link.py writes it)."""
+        """The form a library's digest record keeps it in (toolchain/zig_cc/link.py writes it)."""
         return {"sass": list(self.sass), "ptx": [list(p) for p in self.ptx],
                 "sass_toolkit": None if self.sass_toolkit is None else str(self.sass_toolkit)}
 

@@ -1,4 +1,5 @@
-"""The compilers: zig cc for host C (zig.py), NVRTC + nvfatbin (nvrtc.py, with the CCCL header
-shim cccl_shim.py) or nvcc (nvcc.py) for CUDA, chosen in device_compiler.py; the CUDA toolkit's
-programs found in one place (cuda_toolkit.py); their versions (versions.py); and facts about the
-install memoized beside jitflow's bytecode (install_memo.py)."""
+"""The compilers: zig's C toolchain for the host code (zig_cc/) and the CUDA compilers for device code
+(cuda/); what both use stays here: tool versions for the key, read without importing the compilers
+(versions.py, dist_info.py), the environment compilers run in (environment.py), a build's time limit
+as the compilers see it (deadline.py), and facts about the install memoized beside jitflow's bytecode
+(install_memo.py)."""

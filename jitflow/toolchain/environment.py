@@ -62,7 +62,7 @@ def nvrtc_inputs(device_options: Sequence[str] = ()) -> dict[str, str]:
 def compiler_inputs(compiler: str, device_options: Sequence[str], tvm_cuda: Any) -> dict[str, str]:
     """What of the environment reaches the device compiler's output: for NVRTC, nvrtc_inputs; for
     both, the TVM_CUDA_* settings that change its flags (tvm_cuda: config.TvmCudaSettings)."""
-    from .cuda_flags import applied
+    from .cuda.cuda_flags import applied
 
     found = nvrtc_inputs(device_options) if compiler == "nvrtc" else {}
     found.update(applied(tvm_cuda, compiler))

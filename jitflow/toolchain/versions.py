@@ -11,7 +11,8 @@ from functools import lru_cache
 
 from .._version import __version__
 from ..targets import TargetSpec
-from . import dist_info, zig_wheel
+from . import dist_info
+from .zig_cc import zig_wheel
 
 #: the NVIDIA wheels whose versions name an NVRTC build's compiler
 NVRTC_WHEELS = ("nvidia-cuda-nvrtc", "nvidia-nvfatbin", "nvidia-cuda-cccl")
@@ -37,7 +38,7 @@ def tool_versions(spec: TargetSpec, cuda_compiler: str) -> dict[str, str]:
     versions = {"jitflow": __version__, "tvm": tvm.__version__, "zig": zig_wheel.version()}
     if spec.is_cuda:
         if cuda_compiler == "nvcc":
-            from . import nvcc
+            from .cuda import nvcc
 
             versions["cuda_compiler"] = nvcc.version()
         else:

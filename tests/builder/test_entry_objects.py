@@ -16,7 +16,7 @@ from tvm.script import tirx as T
 import jitflow
 from jitflow.builder.host_c import split as split_c
 from jitflow.formats import elf
-from jitflow.toolchain import object_cache
+from jitflow.toolchain.zig_cc import object_cache
 
 import kernels
 

@@ -203,8 +203,8 @@ def test_chunks_cover_every_extent_of_the_loop_type_once(tmp_path, zig_cache):
     import subprocess
 
     from jitflow.builder.host_c import parallel_c
-    from jitflow.toolchain.zig import ZIG_TARGETS
-    from jitflow.toolchain.zig_wheel import zig_binary
+    from jitflow.toolchain.zig_cc.zig import ZIG_TARGETS
+    from jitflow.toolchain.zig_cc.zig_wheel import zig_binary
 
     source = tmp_path / "chunks.c"
     helpers = "\n".join(parallel_c.chunk_helpers(t) for t in ("int32_t", "int64_t"))

@@ -9,7 +9,7 @@ import pytest
 
 from jitflow.builder.host_c import split as split_c
 from jitflow.builder.host_c.compile import HostCompile
-from jitflow.toolchain import link, zig
+from jitflow.toolchain.zig_cc import link, zig
 
 HOST = "x86_64-linux-gnu"
 

@@ -73,7 +73,7 @@ RUN = """
     except CacheMissError as exc:
         error = str(exc)
     heavy = sorted(m for m in sys.modules if m.split(".")[:2] == ["jitflow", "builder"] or m in (
-        "jitflow.toolchain.zig", "jitflow.toolchain.zig_direct", "jitflow.toolchain.link", "jitflow.toolchain.nvrtc"))
+        "jitflow.toolchain.zig_cc.zig", "jitflow.toolchain.zig_cc.zig_direct", "jitflow.toolchain.zig_cc.link", "jitflow.toolchain.cuda.nvrtc"))
     print(json.dumps({"outcomes": outcomes, "error": error, "missing": missing.key, "heavy": heavy}))
 """
 

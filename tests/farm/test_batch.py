@@ -18,7 +18,7 @@ import jitflow
 from jitflow.builder.host_c import compile as host_compile
 from jitflow.errors import InvalidInputError
 from jitflow.targets import machine_host
-from jitflow.toolchain import cc1_batch, zig
+from jitflow.toolchain.zig_cc import cc1_batch, zig
 from jitflow.toolchain.deadline import Deadline
 
 

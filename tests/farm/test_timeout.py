@@ -14,7 +14,7 @@ import tvm
 import jitflow
 from jitflow.errors import BuildTimeoutError, InvalidInputError
 from jitflow.farm import request, worker
-from jitflow.toolchain import zig
+from jitflow.toolchain.zig_cc import zig
 
 #: builds that run into their time limit: `make test-faults`, not `make test`
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 from jitflow.errors import LibraryFormatError
 from jitflow.formats import cubin, fatbin, ptx
 
-nvrtc = pytest.importorskip("jitflow.toolchain.nvrtc")
+nvrtc = pytest.importorskip("jitflow.toolchain.cuda.nvrtc")
 
 
 @pytest.fixture(scope="module")

@@ -155,7 +155,7 @@ def test_an_older_library_without_a_record_loads_with_the_header_checks(built, t
 def test_tvms_own_library_loads(tmp_path, zig_cache):
     import tvm
 
-    from jitflow.toolchain import zig
+    from jitflow.toolchain.zig_cc import zig
 
     def zig_cc(output, objects, options=None, cc=None, **_):    # TVM's LLVM objects, linked by zig
         subprocess.run([zig.zig_binary(), "cc", "-shared", "-nostdlib", "-o", output, *objects], check=True,

@@ -39,7 +39,7 @@ def test_an_arch_the_compiler_does_not_build_is_refused_before_anything_is_built
     """Checked against the installed compiler's own list (NVRTC 13 starts at sm_75), before lowering."""
     import instruments
 
-    from jitflow.toolchain.device_compiler import supported_archs
+    from jitflow.toolchain.cuda.device_compiler import supported_archs
 
     supported = supported_archs("nvrtc")
     with instruments.context(instruments.Refuse()):          # lowering would fail the test

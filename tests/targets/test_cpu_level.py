@@ -14,7 +14,7 @@ from jitflow.errors import InvalidInputError, TargetError
 from jitflow.runtime import cpu_features
 from jitflow.targets import cpu_level, machine_host
 from jitflow.targets.cpu_level import ARM, X86
-from jitflow.toolchain import zig
+from jitflow.toolchain.zig_cc import zig
 
 #: /proc/cpuinfo feature lists of machines jitflow builds for (what their kernels report)
 HASWELL = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 "

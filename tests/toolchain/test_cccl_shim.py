@@ -10,8 +10,8 @@ import jitflow
 from jitflow.builder import lower
 from jitflow.inputs import ir_module
 from jitflow.targets import resolve_target
-from jitflow.toolchain import cccl_shim as cuda_std_shim
-from jitflow.toolchain import nvrtc as cuda_nvrtc
+from jitflow.toolchain.cuda import cccl_shim as cuda_std_shim
+from jitflow.toolchain.cuda import nvrtc as cuda_nvrtc
 
 
 def masked(n: int = 256):

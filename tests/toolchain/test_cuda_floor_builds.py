@@ -10,7 +10,7 @@ from jitflow.errors import CompileError
 from jitflow.formats import fatbin, library_blob, ptx
 from jitflow.targets.archs import portable_archs
 from jitflow.targets.cuda_floor import CudaVersion, ptx_isa_for
-from jitflow.toolchain import nvrtc, ptx_floor
+from jitflow.toolchain.cuda import nvrtc, ptx_floor
 
 
 def _fatbin_of(path):

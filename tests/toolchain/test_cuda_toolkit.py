@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from jitflow.errors import ToolMissingError
-from jitflow.toolchain import cuda_toolkit
+from jitflow.toolchain.cuda import cuda_toolkit
 
 
 def _tool(folder: Path, name: str) -> str:

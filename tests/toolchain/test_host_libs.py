@@ -13,7 +13,7 @@ import pytest
 from conftest import run_python
 
 from jitflow.formats import elf as elf_info
-from jitflow.toolchain import host_libs, link, zig
+from jitflow.toolchain.zig_cc import host_libs, link, zig
 
 HOST = "x86_64-linux-gnu"
 

@@ -15,7 +15,7 @@ HOST = "x86_64-linux-gnu"
 @pytest.fixture
 def own_zig_cache(tmp_path):
     """A zig cache of this test's own, and a process that has asked for no command yet."""
-    from jitflow.toolchain import zig
+    from jitflow.toolchain.zig_cc import zig
 
     folder = tmp_path / "zig"
     folder.mkdir()
@@ -27,7 +27,7 @@ def own_zig_cache(tmp_path):
 
 
 def _compile(tmp_path, zig_cache, name):
-    from jitflow.toolchain import zig
+    from jitflow.toolchain.zig_cc import zig
 
     folder = tmp_path / name                 # the same file name each time: it is in the object
     folder.mkdir()
@@ -39,13 +39,13 @@ def _compile(tmp_path, zig_cache, name):
 
 
 def _memos(zig_cache):
-    from jitflow.toolchain import probe_memo
+    from jitflow.toolchain.zig_cc import probe_memo
 
     return sorted((zig_cache / probe_memo.FOLDER).glob("*.json"))
 
 
 def test_a_new_process_runs_the_kept_command_without_asking_zig(tmp_path, own_zig_cache, monkeypatch):
-    from jitflow.toolchain import zig, zig_direct
+    from jitflow.toolchain.zig_cc import zig, zig_direct
 
     args, first = _compile(tmp_path, own_zig_cache, "a")
     assert args[1] == "-cc1" and len(_memos(own_zig_cache)) == 1
@@ -56,7 +56,7 @@ def test_a_new_process_runs_the_kept_command_without_asking_zig(tmp_path, own_zi
 
 
 def test_a_damaged_memo_is_asked_for_again(tmp_path, own_zig_cache):
-    from jitflow.toolchain import zig
+    from jitflow.toolchain.zig_cc import zig
 
     _, first = _compile(tmp_path, own_zig_cache, "a")
     (memo,) = _memos(own_zig_cache)
@@ -69,7 +69,7 @@ def test_a_damaged_memo_is_asked_for_again(tmp_path, own_zig_cache):
 
 
 def test_a_kept_command_that_fails_where_zig_cc_succeeds_is_forgotten(tmp_path, own_zig_cache):
-    from jitflow.toolchain import zig
+    from jitflow.toolchain.zig_cc import zig
 
     _, first = _compile(tmp_path, own_zig_cache, "a")
     (memo,) = _memos(own_zig_cache)
@@ -85,7 +85,7 @@ def test_a_kept_command_that_fails_where_zig_cc_succeeds_is_forgotten(tmp_path, 
 
 
 def test_threads_asking_for_one_command_wait_for_one_answer(tmp_path, own_zig_cache, monkeypatch):
-    from jitflow.toolchain import zig, zig_direct
+    from jitflow.toolchain.zig_cc import zig, zig_direct
 
     asked = []
     real = zig_direct.probe_compile
@@ -99,7 +99,7 @@ def test_threads_asking_for_one_command_wait_for_one_answer(tmp_path, own_zig_ca
 
 
 def test_a_link_command_is_kept_too(tmp_path, own_zig_cache, monkeypatch):
-    from jitflow.toolchain import link, zig, zig_direct
+    from jitflow.toolchain.zig_cc import link, zig, zig_direct
 
     _compile(tmp_path, own_zig_cache, "o")
     link.link_shared([tmp_path / "o" / "k.o"], tmp_path / "o" / "one.so", HOST, own_zig_cache, tmp_path / "zl")
@@ -130,7 +130,7 @@ def _marker_program(tmp_path):
 
 def _compile_asking(tmp_path, zig_cache, name, monkeypatch):
     """Compile in a process that has asked for nothing yet; returns (args, object, times zig was asked)."""
-    from jitflow.toolchain import zig, zig_direct
+    from jitflow.toolchain.zig_cc import zig, zig_direct
 
     asked = []
     real = zig_direct.probe_compile
@@ -165,7 +165,7 @@ def test_a_memo_whose_compiler_proper_is_another_program_is_never_run(tmp_path, 
     ("command", ["/tmp/jitflow-planted.o"]),
 ])
 def test_a_memo_with_words_zig_never_prints_is_refused(tmp_path, own_zig_cache, where, words):
-    from jitflow.toolchain import probe_memo, zig, zig_direct
+    from jitflow.toolchain.zig_cc import probe_memo, zig, zig_direct
 
     _compile(tmp_path, own_zig_cache, "a")
     (memo,) = _memos(own_zig_cache)
@@ -185,7 +185,7 @@ def test_a_memo_with_words_zig_never_prints_is_refused(tmp_path, own_zig_cache, 
 def test_zigs_own_commands_pass_the_check(own_zig_cache):
     """What a memo may hold is what zig prints, for each host, CPU level and link jitflow asks for
     (were one refused, every process would ask zig again)."""
-    from jitflow.toolchain import link, probe_memo, zig
+    from jitflow.toolchain.zig_cc import link, probe_memo, zig
 
     for host, cpu in (("x86_64-linux-gnu", None), ("x86_64-linux-gnu", "x86_64_v3"),
                       ("aarch64-linux-gnu", None), ("aarch64-linux-gnu", "neoverse_n1")):

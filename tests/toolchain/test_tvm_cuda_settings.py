@@ -11,7 +11,7 @@ import jitflow
 from jitflow import logs
 from jitflow.config import TvmCudaSettings, resolve_tvm_cuda
 from jitflow.errors import CompileError, InvalidInputError
-from jitflow.toolchain import cuda_flags
+from jitflow.toolchain.cuda import cuda_flags
 
 ALL = ("TVM_CUDA_NVRTC_EXTRA_OPTS", "TVM_CUDA_PTXAS_REG_LEVEL", "TVM_CUDA_PTXAS_EXTRA_OPTS",
        "TVM_CUDA_NVCC_NO_FAST_MATH", "TVM_CUDA_COMPILE_MODE")

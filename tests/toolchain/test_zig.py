@@ -87,7 +87,7 @@ def _c_file(folder, text):
 
 def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, zig_cache, monkeypatch):
     from jitflow.errors import CompileError
-    from jitflow.toolchain import zig
+    from jitflow.toolchain.zig_cc import zig
 
     source = _c_file(tmp_path, "int jitflow_twice(int x) { return 2 * x; }\n")
     job = zig.compile_object(source, tmp_path / "k.o", [], "x86_64-linux-gnu", zig_cache, tmp_path / "zl")
@@ -95,7 +95,7 @@ def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, z
     assert job.proc.args[1] == "-cc1" and "src/k.c" in job.proc.args   # clang's compiler proper: no zig cc, no driver
     direct = (tmp_path / "k.o").read_bytes()
     assert direct.startswith(b"\x7fELF") and b"jitflow_twice" in direct
-    from jitflow.toolchain import zig_direct
+    from jitflow.toolchain.zig_cc import zig_direct
 
     with monkeypatch.context() as patch:                       # the driver's command writes the same bytes
         patch.setattr(zig_direct.Probe, "compiler_proper", lambda self: None)
@@ -115,7 +115,7 @@ def test_a_compile_runs_zigs_clang_directly_and_falls_back_to_zig_cc(tmp_path, z
 
 
 def test_a_link_runs_zigs_linker_directly_and_gives_zig_ccs_bytes(tmp_path, zig_cache, monkeypatch):
-    from jitflow.toolchain import link, zig
+    from jitflow.toolchain.zig_cc import link, zig
 
     objects = []
     for n, text in enumerate(["int jitflow_a(int x) { return x + 1; }\n", "int jitflow_b(int x) { return x * 3; }\n"]):
@@ -147,7 +147,7 @@ int jitflow_sqrt_plus(float x) { return (int)sqrtf(x) + TVM_FFI_VERSION_MAJOR; }
 
 def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_path, monkeypatch):
     from jitflow.builder.steps import _include_dirs
-    from jitflow.toolchain import zig, zig_pch
+    from jitflow.toolchain.zig_cc import zig, zig_pch
 
     own_zig_cache = tmp_path / "zig"          # this test damages what it makes: not the machine's folder
     own_zig_cache.mkdir()
@@ -193,7 +193,7 @@ def test_a_fifo_in_place_of_the_directives_file_is_replaced_not_read(tmp_path, m
     import threading
 
     from jitflow.builder.steps import _include_dirs
-    from jitflow.toolchain import zig, zig_pch
+    from jitflow.toolchain.zig_cc import zig, zig_pch
 
     own_zig_cache = tmp_path / "zig"
     own_zig_cache.mkdir()
@@ -240,7 +240,7 @@ def test_a_precompiled_header_is_made_within_the_builds_time_limit(tmp_path, mon
     from jitflow.builder.host_c.compile import HostCompile
     from jitflow.builder.steps import _include_dirs
     from jitflow.errors import BuildTimeoutError
-    from jitflow.toolchain import zig_pch
+    from jitflow.toolchain.zig_cc import zig_pch
     from jitflow.toolchain.deadline import Deadline
 
     own_zig_cache = tmp_path / "zig"
@@ -273,7 +273,7 @@ def test_asking_zig_for_its_command_ends_at_the_builds_time_limit(tmp_path, monk
     import subprocess
     import time
 
-    from jitflow.toolchain import zig, zig_direct
+    from jitflow.toolchain.zig_cc import zig, zig_direct
     from jitflow.toolchain.deadline import Deadline
 
     own_zig_cache = tmp_path / "zig"

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_python
 
 from jitflow.errors import CacheError
-from jitflow.toolchain import zig_cache, zig_wheel
+from jitflow.toolchain.zig_cc import zig_cache, zig_wheel
 
 BUILD = """
     import numpy as np, tvm, jitflow, kernels
@@ -106,7 +106,7 @@ def test_a_folder_of_ours_that_others_could_write_is_refused_not_narrowed(tmp_pa
     """Once writable by others, a folder may hold anything they put there: narrowed and then trusted,
     a remembered command another user planted would run as this user."""
     from jitflow.errors import UntrustedFolderError
-    from jitflow.toolchain import probe_memo, zig
+    from jitflow.toolchain.zig_cc import probe_memo, zig
 
     opened = tmp_path / "zig"
     opened.mkdir()

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from jitflow.errors import ToolMissingError
-from jitflow.toolchain import dist_info, install_memo, zig_wheel
+from jitflow.toolchain import dist_info, install_memo
+from jitflow.toolchain.zig_cc import zig_wheel
 
 
 def test_the_version_is_the_wheels_own():

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ...errors import BuildTimeoutError, CompileError
-from ...toolchain import cc1_batch, compile_batch, object_cache, zig
+from ...toolchain.zig_cc import cc1_batch, compile_batch, object_cache, zig
 from ...toolchain.deadline import Deadline
 from . import split
 

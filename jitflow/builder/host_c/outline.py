@@ -14,7 +14,7 @@ just before it prints, does what the LLVM host does, for two reasons:
 - the argument checks: they depend only on the signature (about half of clang's work for a small
   kernel), so with the work moved out, the entries of a CPU kernel library are the same text for
   every kernel of one signature and compile once per machine (split.split_entries,
-  toolchain/object_cache.py).
+  toolchain/zig_cc/object_cache.py).
 
 Each function whose compute scope reads or writes memory on the CPU, and that promises no aliasing
 or is asked for (`every_function`: CPU targets), becomes its entry calling

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..logs import warn_once
+from ...logs import warn_once
 
 FAST_MATH = "--use_fast_math"
 DEFINES = [
@@ -75,7 +75,7 @@ def recorded(found: Mapping[str, Any], compiler: str) -> CudaFlags:
     that compiles again what the fatbin does not keep; anything unreadable counts as unset."""
     import shlex
 
-    from ..config import TvmCudaSettings
+    from ...config import TvmCudaSettings
 
     def flags(name: str) -> tuple[str, ...]:
         text = found.get(name)

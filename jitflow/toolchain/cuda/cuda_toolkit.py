@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Literal
 
-from ..config import cuda_toolkit_homes
-from ..errors import ToolMissingError
+from ...config import cuda_toolkit_homes
+from ...errors import ToolMissingError
 
 Tool = Literal["nvcc", "ptxas", "nvdisasm", "cuobjdump"]
 TOOLS: tuple[Tool, ...] = ("nvcc", "ptxas", "nvdisasm", "cuobjdump")

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..errors import TargetError
-from ..targets.archs import arch_number, is_portable, portable_archs
-from ..targets.cuda_floor import CudaVersion
-from . import versions
+from ...errors import TargetError
+from ...targets.archs import arch_number, is_portable, portable_archs
+from ...targets.cuda_floor import CudaVersion
+from .. import versions
 
 if TYPE_CHECKING:
     from .cuda_flags import CudaFlags

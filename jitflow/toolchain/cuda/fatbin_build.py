@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import CompileError, ToolMissingError
+from ...errors import CompileError, ToolMissingError
 
 INSTALL_HINT = "install the CUDA extra: pip install 'jitflow[cuda]' (NVRTC, nvfatbin and CCCL wheels)"
 

@@ -12,8 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import CompileError
-from . import cuda_toolkit, environment
+from ...errors import CompileError
+from . import cuda_toolkit
+from .. import environment
 from .cuda_flags import CudaFlags
 
 

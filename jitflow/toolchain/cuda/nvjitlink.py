@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..errors import CompileError, ToolMissingError
+from ...errors import CompileError, ToolMissingError
 
 INSTALL_HINT = "pip install 'jitflow[cuda]' (it brings nvidia-nvjitlink)"
 

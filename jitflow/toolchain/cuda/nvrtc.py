@@ -8,8 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import CompileError, ToolMissingError
-from ..targets.cuda_floor import CudaVersion
+from ...errors import CompileError, ToolMissingError
+from ...targets.cuda_floor import CudaVersion
 from . import cccl_shim, fatbin_build, ptx_floor
 from .cuda_flags import CudaFlags
 

@@ -13,10 +13,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import CompileError, ToolMissingError
-from ..formats import fatbin
-from ..formats import ptx as ptx_text
-from ..targets.cuda_floor import CudaVersion, cuda_for_ptx_isa, isa_text, ptx_isa_for
+from ...errors import CompileError, ToolMissingError
+from ...formats import fatbin
+from ...formats import ptx as ptx_text
+from ...targets.cuda_floor import CudaVersion, cuda_for_ptx_isa, isa_text, ptx_isa_for
 from . import cuda_toolkit, fatbin_build, nvjitlink
 
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import BuildTimeoutError
+from ...errors import BuildTimeoutError
 from . import zig, zig_direct
-from .deadline import Deadline
+from ..deadline import Deadline
 
 #: seconds one file may hold up the files after it in a shared process; then it goes on alone
 PATIENCE_S = 2.0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from . import cc1_batch
-from .deadline import Deadline
+from ..deadline import Deadline
 
 _here = threading.local()
 

@@ -26,10 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..errors import CacheError
-from ..files import kept_file
-from ..formats import elf
-from ..logs import warn_once
+from ...errors import CacheError
+from ...files import kept_file
+from ...formats import elf
+from ...logs import warn_once
 from . import builtins_c, zig
 
 STUBS = ("libc.so.6", "libm.so.6")

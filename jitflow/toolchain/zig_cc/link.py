@@ -8,9 +8,9 @@ import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ..formats import elf_object, library_digest
+from ...formats import elf_object, library_digest
 from . import host_libs, zig
-from .deadline import Deadline
+from ..deadline import Deadline
 
 log = logging.getLogger("jitflow")
 

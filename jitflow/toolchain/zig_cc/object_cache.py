@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import host_libs, zig, zig_wheel
-from .deadline import Deadline
+from ..deadline import Deadline
 
 FOLDER = "jitflow-objects"
 SOURCE, OBJECT = "shared.c", "shared.o"

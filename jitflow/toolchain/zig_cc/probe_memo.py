@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from ..files import kept_file
+from ...files import kept_file
 from . import zig_command_check
 from .zig_direct import Probe
 

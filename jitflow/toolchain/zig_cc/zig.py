@@ -17,9 +17,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import BuildTimeoutError, CompileError
-from . import environment, probe_memo, zig_direct, zig_pch, zig_wheel
-from .deadline import Deadline
+from ...errors import BuildTimeoutError, CompileError
+from .. import environment
+from . import probe_memo, zig_direct, zig_pch, zig_wheel
+from ..deadline import Deadline
 from .zig_wheel import zig_binary
 
 #: zig target triples for each supported host; the glibc suffix is the manylinux2014 baseline.

@@ -12,9 +12,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..errors import CacheError, JitflowError
-from ..files import folder_trust
-from ..logs import warn_once
+from ...errors import CacheError, JitflowError
+from ...files import folder_trust
+from ...logs import warn_once
 
 _chosen: dict[Path | None, Path] = {}
 _lock = threading.Lock()

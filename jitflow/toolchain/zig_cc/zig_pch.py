@@ -32,9 +32,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..files import kept_file
+from ...files import kept_file
 from . import zig_direct
-from .deadline import Deadline
+from ..deadline import Deadline
 
 FOLDER = "jitflow-pch"
 #: how clang's precompiled headers start

@@ -12,8 +12,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import ToolMissingError
-from . import dist_info, install_memo
+from ...errors import ToolMissingError
+from .. import dist_info, install_memo
 
 #: the install memo of the version zig itself says, for a zig without package metadata
 MEMO = "zig-version"
