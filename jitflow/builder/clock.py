@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -18,6 +19,7 @@ class Clock:
         self.stages = stages
         self.progress = progress
         self._shown: str | None = None    # what show() said last: said again, it is not logged again
+        self._shown_lock = threading.Lock()   # the host C's compile threads show their progress too
 
     @contextmanager
     def stage(self, name: str, doing: str | None = None) -> Iterator[None]:
@@ -43,8 +45,9 @@ class Clock:
 
     def show(self, what: str) -> None:
         """Say on the progress line what the build is doing now (logged at debug level once per change)."""
-        if what != self._shown:
+        with self._shown_lock:
+            said, self._shown = what == self._shown, what
+        if not said:
             log.debug("jitflow: %s ...", what)
-            self._shown = what
         if self.progress:
             self.progress.set(what)

@@ -48,9 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-#: the build options --diff can set for B alone (their --b-* form), and the repeatable ones
+#: the build options --diff can set for B alone (their --b-* form; where libraries are kept is one choice
+#: for both), and the repeatable ones
 B_FLAGS = {flag: attr for flag, attr in build_options.BUILD_FLAGS.items()
-           if flag not in ("--no-cache", "--cache-dir")}
+           if flag not in build_options.CACHE_FLAGS}
 _REPEATED = ("arch", "pass_config", "device_option")
 
 

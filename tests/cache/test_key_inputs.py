@@ -139,7 +139,7 @@ def test_an_edited_build_recipe_is_not_served_old_libraries(cache_dir, tmp_path)
     assert first[0] == "built"
 
     def fast_math(package):
-        zig = package / "toolchain" / "zig.py"
+        zig = package / "toolchain" / "zig_cc" / "zig.py"
         text = zig.read_text()
         assert '_FLAGS = ["-O2",' in text
         zig.write_text(text.replace('_FLAGS = ["-O2",', '_FLAGS = ["-O2", "-ffast-math",'))

@@ -20,7 +20,7 @@ def test_the_recipe_covers_every_build_file_also_in_subfolders():
     assert {"builder/host_c/prelude.py", "builder/host_c/legalize.py", "cache/lowering_rules.py"} <= names
     # how a host function's work is outlined, and how the entries' shared object is made
     assert {"builder/host_c/outline.py", "builder/host_c/outline_c.py", "builder/host_c/split.py",
-            "formats/compute_functions.py", "toolchain/object_cache.py"} <= names
+            "formats/compute_functions.py", "toolchain/zig_cc/object_cache.py"} <= names
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_the_memo_gives_the_digest_the_files_give_until_one_changes(copy_of_jitf
         patch.setattr(recipe, "_read_all", no_reading)
         assert _digest_again() == first                                 # taken from the memo
 
-    zig = copy_of_jitflow / "toolchain" / "zig.py"
+    zig = copy_of_jitflow / "toolchain" / "zig_cc" / "zig.py"
     text = zig.read_text()
     zig.write_text(text.replace('"-O2"', '"-O3"', 1))                  # same size, new bytes
     edited = _digest_again()

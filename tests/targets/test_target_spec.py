@@ -159,4 +159,6 @@ def test_an_llvm_cpu_option_names_the_jitflow_argument(caplog):
     exe = jitflow.compile(kernels.axpb(5.0), "llvm -mcpu=skylake")
     assert exe.key == jitflow.compile(kernels.axpb(5.0), "c").key
     said = [r.getMessage() for r in caplog.records if "built as the C host" in r.getMessage()]
-    assert len(said) == 1 and "-mcpu are not used: cpu_level= chooses" in said[0]
+    assert len(said) == 1 and "-mcpu the CPU level where it names one of jitflow's, as cpu_level= does" in said[0]
+    level = [r.getMessage() for r in caplog.records if "mcpu 'skylake' is not one of jitflow's CPU levels" in r.getMessage()]
+    assert len(level) == 1 and "pass cpu_level=" in level[0]

@@ -21,7 +21,7 @@ HIDE = """
 BUILD = """
     import json, time, jitflow, kernels
     from jitflow.errors import ToolMissingError
-    from jitflow.toolchain import nvrtc
+    from jitflow.toolchain.cuda import nvrtc
     compiled = []
     real = nvrtc._compile_one
     nvrtc._compile_one = lambda *a, **k: compiled.append(1) or real(*a, **k)

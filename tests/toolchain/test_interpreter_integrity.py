@@ -40,7 +40,7 @@ def _intact_after(code: str) -> None:
 def test_nvrtc_outputs_are_copied_from_buffers_of_our_own(source):
     pytest.importorskip("cuda.bindings.nvrtc")
     _intact_after(f"""
-        from jitflow.toolchain import nvrtc
+        from jitflow.toolchain.cuda import nvrtc
         from jitflow.toolchain.cuda.cuda_flags import CudaFlags
         quiet = CudaFlags(ptxas=())          # no ptxas -v: nothing to say about a clean kernel
         cubin, ptx, log = nvrtc._compile_one({source!r}, "sm_90", [], None, flags=quiet)
