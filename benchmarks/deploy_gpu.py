@@ -285,7 +285,8 @@ def serve_runtime(bundle: Path, dry: bool) -> int:
         cache = Path(tmp) / "cache"
         code = "import sys, jitflow.cache; r = jitflow.cache.unpack(sys.argv[1], cache_dir=sys.argv[2]); " \
                "print(len(r.installed))"
-        env = dict(os.environ, PYTHONPATH=str(ROOT), **runtime)
+        env = dict(os.environ, **runtime,
+                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         proc = subprocess.run([sys.executable, "-c", code, str(bundle), str(cache)], env=env, capture_output=True,
                               text=True)
         if proc.returncode == 0:

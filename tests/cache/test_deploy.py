@@ -97,7 +97,7 @@ def test_gpu_bundle_served_read_only(tmp_path, zig_cache):
     JITFLOW_CACHE=readonly process hits all three and checks their numbers against numpy, then builds
     them cold (about half a minute in all)."""
     script = [sys.executable, str(ROOT / "benchmarks" / "deploy_gpu.py")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT)]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")]),
                JITFLOW_ZIG_CACHE_DIR=str(zig_cache))
     prep = subprocess.run([*script, "prepare", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
     assert prep.returncode == 0, prep.stdout + prep.stderr

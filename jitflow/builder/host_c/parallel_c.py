@@ -94,12 +94,17 @@ def chunk_helpers(ctype: str) -> str:
         "  }",
         f"  {ctype} chunk = extent / num_task + (extent % num_task != 0);",
         f"  {ctype} last = (extent - 1) / chunk;"]
+    # and told that a chunk lies in [0, extent], clang bounds the loop's indices as LLVM's build does
     return "\n".join([
         f"static inline {ctype} {CHUNK_BEGIN}{ctype[:-2]}{head}", *common,
-        "  return task_id <= last ? task_id * chunk : extent;",
+        f"  {ctype} begin = task_id <= last ? task_id * chunk : extent;",
+        "  __builtin_assume(begin >= 0 && begin <= extent);",
+        "  return begin;",
         "}",
         f"static inline {ctype} {CHUNK_END}{ctype[:-2]}{head}", *common,
-        "  return task_id < last ? (task_id + 1) * chunk : extent;",
+        f"  {ctype} end = task_id < last ? (task_id + 1) * chunk : extent;",
+        "  __builtin_assume(end >= 0 && end <= extent);",
+        "  return end;",
         "}"])
 
 
