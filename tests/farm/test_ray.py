@@ -207,13 +207,13 @@ def test_a_cluster_without_a_cpu_is_an_error_not_a_wait(cluster, cache_dir, monk
 
 def test_the_caller_records_what_the_cluster_obtained_from_the_results(cluster, cache_dir, tmp_path):
     record, again = tmp_path / "record.jsonl", tmp_path / "again.jsonl"
-    exes = [jitflow.compile(kernels.axpb(s), "c", record=record) for s in (830.0, 831.0)]
+    exes = [jitflow.compile(kernels.axpb(s), "c", record=record) for s in (932.0, 933.0)]
     results = jitflow.build_all(exes, backend="ray")
     assert [(r.ok, r.outcome, r.where[:4]) for r in results] == [(True, "built", "ray ")] * 2, results
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert sorted((line["key"], line["outcome"]) for line in lines) == sorted((e.key, "built") for e in exes)
     assert {line["cache"] for line in lines} == {str(cache_dir)}
-    hits = jitflow.build_all([jitflow.compile(kernels.axpb(s), "c", record=again) for s in (830.0, 831.0)],
+    hits = jitflow.build_all([jitflow.compile(kernels.axpb(s), "c", record=again) for s in (932.0, 933.0)],
                              backend="ray")
     assert [r.outcome for r in hits] == ["hit", "hit"]
     assert sorted(json.loads(line)["key"] for line in again.read_text().splitlines()) == sorted(e.key for e in exes)
