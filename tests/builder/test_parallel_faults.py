@@ -15,7 +15,8 @@ from tvm.script import tirx as T
 
 import jitflow
 
-THREADS = [1, 2, 7]
+#: 2 threads in make test; 1 and 7 with the fault runs (make test-faults), each a fresh process
+THREADS = [pytest.param(1, marks=pytest.mark.slow), 2, pytest.param(7, marks=pytest.mark.slow)]
 #: far more than any of these processes needs, even on a busy machine: only a hang reaches it
 LIMIT_S = 240
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
