@@ -14,13 +14,13 @@ import io
 import logging
 import os
 import tarfile
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import BundleError, EntryRefusedError, InvalidInputError
+from ..files.export_path import replaced
 from . import bundle_format
 from .bundle_format import KEY, MANIFEST, EntryLine, FileLine
 from .disk import Cache
@@ -126,11 +126,7 @@ def _write(dest: Path, cache: Cache, lines: list[EntryLine], version: str) -> in
     now = time.time()
     head = json.dumps(bundle_format.manifest_json(version, lines), indent=1, sort_keys=True).encode()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    except OSError as exc:
-        raise InvalidInputError(f"cache pack: cannot write in {dest.parent}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
+        with replaced(dest, "cache pack", 0o644) as f:
             with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 tar.addfile(_member(MANIFEST, len(head), now), io.BytesIO(head))
                 for line in lines:
@@ -140,13 +136,6 @@ def _write(dest: Path, cache: Cache, lines: list[EntryLine], version: str) -> in
                     for name, data in again.files:
                         tar.addfile(_member(bundle_format.member_name(line.key, name), len(data), now),
                                     io.BytesIO(data))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
     except EntryRefusedError as exc:
         raise BundleError(f"{exc} (it went while it was packed); pack again") from None
-    except OSError as exc:
-        raise InvalidInputError(f"cache pack: cannot write {dest}: {exc.strerror}") from None
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
     return dest.stat().st_size

@@ -21,8 +21,9 @@ import os
 import stat
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import BinaryIO, Iterable, Iterator
 
 from ..errors import InvalidInputError
 
@@ -57,23 +58,18 @@ def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (
     return dest
 
 
-def write_atomically(dest: Path, data: str | bytes, what: str) -> None:
-    """Write `data` to `dest` (a destination() result) through a temporary file beside it, renamed
-    over it: readers see the old file or the whole new one, and a failure leaves nothing behind. A
-    file that was there keeps its permissions; a new one is readable by all, as `open(path, "w")` makes it
-    under the usual umask."""
-    raw = data.encode() if isinstance(data, str) else data
-    try:
-        mode = stat.S_IMODE(os.stat(dest).st_mode)
-    except OSError:
-        mode = 0o644
+@contextmanager
+def replaced(dest: Path, what: str, mode: int) -> Iterator[BinaryIO]:
+    """A file opened for writing beside `dest`, renamed over it with `mode` once the block ends without
+    an error: readers see the old file or the whole new one, and a failure leaves nothing behind. An
+    OSError, in the block or after it, is an InvalidInputError that names `what` and the path."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     except OSError as exc:
         raise InvalidInputError(f"{what}: cannot write in {dest.parent}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(raw)
+            yield out
         os.chmod(tmp, mode)
         os.replace(tmp, dest)
     except OSError as exc:
@@ -81,6 +77,19 @@ def write_atomically(dest: Path, data: str | bytes, what: str) -> None:
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def write_atomically(dest: Path, data: str | bytes, what: str) -> None:
+    """Write `data` to `dest` (a destination() result) through a temporary file beside it, renamed
+    over it (replaced()). A file that was there keeps its permissions; a new one is readable by all,
+    as `open(path, "w")` makes it under the usual umask."""
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        mode = stat.S_IMODE(os.stat(dest).st_mode)
+    except OSError:
+        mode = 0o644
+    with replaced(dest, what, mode) as out:
+        out.write(raw)
 
 
 def _same_file(found: os.stat_result, inputs: Iterable[str | os.PathLike]) -> str | None:
