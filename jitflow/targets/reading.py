@@ -66,7 +66,7 @@ def read(target: Any) -> TargetReading:
 
 def _config(target: Any) -> dict[str, Any] | None:
     """A target as TVM's config, a plain dict (its host a nested entry); None where it cannot be read."""
-    from .spec import plain
+    from .spec import options_of, plain
 
     if target is None:
         return None
@@ -83,7 +83,11 @@ def _config(target: Any) -> dict[str, Any] | None:
                 return None
             return dict(value) if isinstance(value, dict) else None
         if " " in text:
-            return _options_text(text)
+            first = text.split()[0]
+            try:
+                return options_of(first, text[len(first):], text)
+            except TargetError:
+                return None
         if "/" not in text:
             return {"kind": text}
         try:
@@ -96,18 +100,6 @@ def _config(target: Any) -> dict[str, Any] | None:
         config = plain(target.export())
         return config if isinstance(config, dict) else None
     return None
-
-
-def _options_text(text: str) -> dict[str, Any]:
-    """TVM's target text, "llvm -mcpu=x86-64-v3 -mtriple=...", as a config (options without a value,
-    and anything after them that is not an option, are left out)."""
-    words = text.split()
-    config: dict[str, Any] = {"kind": words[0]}
-    for word in words[1:]:
-        name, equals, value = word.lstrip("-").partition("=")
-        if word.startswith("-") and equals and name:
-            config[name] = value
-    return config
 
 
 def _host_of(config: dict[str, Any] | None) -> str | None:

@@ -90,7 +90,7 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
         kind = _known_kind(first, target)
         if first == text:
             return {"kind": kind}, False
-        return _config_of(_options_of(kind, text[len(first):], target))
+        return _config_of(options_of(kind, text[len(first):], target))
     if isinstance(target, dict):
         config = {k: v for k, v in target.items() if k != "host"}
         config["kind"] = _known_kind(config.get("kind"), config.get("kind"))
@@ -135,7 +135,7 @@ def _tagged(text: str):
 _LIST_OPTIONS = ("keys", "libs", "mattr")
 
 
-def _options_of(kind: str, options: str, shown: str) -> dict[str, Any]:
+def options_of(kind: str, options: str, shown: str) -> dict[str, Any]:
     """TVM's former target string form ("cuda -arch=sm_90", "llvm -mtriple=... -mcpu=...") as the
     dict TVM takes now: each -name=value an entry (numbers as numbers, a bare -name as true)."""
     config: dict[str, Any] = {"kind": kind}
@@ -162,7 +162,7 @@ def host_of_target_host(value: Any) -> str | None:
         value = plain(value.export())
     elif isinstance(value, str) and len(value.split()) > 1 and not value.strip().startswith("{"):
         first = value.split()[0]
-        value = _options_of(first.lower(), value.strip()[len(first):], value)
+        value = options_of(first.lower(), value.strip()[len(first):], value)
     return hosts.from_tvm(value)
 
 
