@@ -373,7 +373,7 @@ def test_a_lock_set_by_anyone_blocks_a_build_no_longer_than_the_lock_ttl(tier, t
     elif forged == "lock and a stale heartbeat":   # a real one, replayed long after its builder died
         admin.set(f"jitflow:v1:alive:{key}", remote_tier.heartbeat(SECRET, key, time.time() - 3600))
     start = time.monotonic()
-    proc = run_python(node_code(scale), env=node_env(tmp_path, "a", JITFLOW_REMOTE_CACHE_LOCK_TTL="2"), timeout=60)
+    proc = run_python(node_code(scale), env=node_env(tmp_path, "a", JITFLOW_REMOTE_CACHE_LOCK_TTL="1"), timeout=60)
     assert proc.stdout.split()[0] == "built" and time.monotonic() - start < 30
     assert "no sign of a live builder" in proc.stderr
 
