@@ -158,6 +158,8 @@ def test_a_memo_whose_compiler_proper_is_another_program_is_never_run(tmp_path, 
     ("frontend", ["-load", "/tmp/jitflow-planted.so"]),
     ("frontend", ["-include", "/tmp/jitflow-planted.h"]),
     ("frontend", ["-isystem", "/tmp/jitflow-planted"]),
+    ("frontend", ["-mllvm", "-print-after-all"]),                # an LLVM option jitflow never asks for
+    ("command", ["-mllvm", "-unroll-threshold=100000"]),
     ("command", ["-fplugin=/tmp/jitflow-planted.so"]),
     ("command", ["-Xclang", "-load", "-Xclang", "planted.so"]),
     ("command", ["@/tmp/jitflow-planted-arguments"]),
@@ -199,7 +201,14 @@ def test_zigs_own_commands_pass_the_check(own_zig_cache):
         assert probe is not None
         assert probe_memo.problem(probe, own_zig_cache, zig.zig_binary(),
                                   zig._link_request(host, tuple(before), tuple(after))) is None
-    assert len(_memos(own_zig_cache)) == 6                        # and each was kept
+    from jitflow.builder.host_c import compile as host_compile
+
+    large = tuple(host_compile.LARGE_FUNCTION_FLAGS)              # the LLVM options of large functions
+    probe = zig._compile_probe("x86_64-linux-gnu", (), str(own_zig_cache), None, large)
+    assert probe is not None and probe.frontend
+    assert probe_memo.problem(probe, own_zig_cache, zig.zig_binary(),
+                              zig._compile_request("x86_64-linux-gnu", (), None, large)) is None
+    assert len(_memos(own_zig_cache)) == 7                        # and each was kept
 
 
 def _plant(memo, how, tmp_path):

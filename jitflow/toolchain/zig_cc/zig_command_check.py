@@ -99,6 +99,8 @@ class _Rules:
             return _under(w, self.resource)
         if option == "-o":
             return w in self.outputs
+        if option == "-mllvm" and w in self.asked:
+            return True                       # an LLVM option jitflow's own flags ask for
         return bool(_VALUES[option](w))
 
 

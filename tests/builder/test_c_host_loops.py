@@ -1,0 +1,112 @@
+"""What clang does with the loops of tuned candidates, read from its own optimization remarks on the
+host C jitflow writes (not timed: the run times are benchmarks/tuning_builds.py's):
+
+- a buffer TVM allocates from its workspace pool is memory nothing else points to, so an accumulator
+  in an argument is kept in registers across a loop that reads the workspace (as TVM's LLVM host
+  keeps it), not stored on every step;
+- a 32-step reduction loop is unrolled whole and the loop around it vectorized, as at LLVM's -O3.
+
+Both candidates also compute what numpy does."""
+from __future__ import annotations
+
+import re
+
+import kernels
+import numpy as np
+import pytest
+import tvm
+
+import jitflow
+from jitflow.builder.steps import _include_dirs
+from jitflow.targets import machine_host
+from jitflow.toolchain.zig_cc import zig
+
+REMARKS = ("-Rpass=licm|loop-unroll|loop-vectorize",)
+
+
+def conv2d_tiles(channels: int = 64, size: int = 56):
+    """A 3x3 convolution scheduled as a tuned candidate was: the padded input of each parallel
+    iteration in a workspace buffer, and 16 channels x 4 rows x 2 columns of the output (an argument)
+    accumulated across the reduction loops around them."""
+    from tvm import te, topi
+
+    x = te.placeholder((1, channels, size, size), "float32", name="X")
+    w = te.placeholder((channels, channels, 3, 3), "float32", name="W")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([x, w, topi.nn.conv2d_nchw(x, w, 1, 1, 1)]))
+    pad, conv = sch.get_sblock("pad_temp"), sch.get_sblock("conv2d_nchw")
+    n, f, y, xx, rc, ry, rx = sch.get_loops(conv)
+    f0, f1 = sch.split(f, [None, 16])
+    y0, y1, y2 = sch.split(y, [None, 2, 4])
+    x0, x1 = sch.split(xx, [None, 2])
+    rc0, rc1 = sch.split(rc, [None, 32])
+    sch.reorder(n, f0, x0, y0, rc0, ry, y1, rc1, rx, f1, y2, x1)
+    outer = sch.fuse(n, f0, x0)
+    sch.parallel(outer)
+    sch.compute_at(pad, outer)
+    sch.vectorize(x1)
+    sch.annotate(outer, "pragma_auto_unroll_max_step", 64)
+    sch.annotate(outer, "pragma_unroll_explicit", 1)
+    sch.decompose_reduction(conv, y0)
+    return tvm.IRModule({"main": sch.mod["main"]})
+
+
+def reduce_32(n: int = 128):
+    """A tuned candidate's shape: each tile of C in a workspace buffer, the reduction split into
+    steps of 32 innermost, 8 columns around it."""
+    sch = tvm.s_tir.Schedule(kernels.matmul(n))
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 32])
+    j0, j1 = sch.split(j, [None, 8])
+    k0, k1 = sch.split(k, [None, 32])
+    sch.reorder(i0, j0, k0, i1, j1, k1)
+    sch.reverse_compute_at(sch.cache_write(block, 0, "global"), j0)
+    sch.decompose_reduction(block, k0)
+    return sch.mod
+
+
+def _remarks(exe, tmp_path, zig_cache) -> tuple[list[str], list[str]]:
+    """clang's remarks on the library's host C, compiled again as jitflow compiles it, and the C."""
+    text = (exe.build().library.parent / "src" / "host.c").read_text()
+    copy = tmp_path / "host.c"
+    copy.write_text(text)
+    job = zig.compile_object(copy, tmp_path / "host.o", _include_dirs(), machine_host(), zig_cache,
+                             tmp_path / "zig-local", extra=REMARKS)
+    return [line for line in job.wait().splitlines() if "remark:" in line], text.splitlines()
+
+
+def _at(remarks: list[str], lines: list[str], remark: str, code: str) -> int:
+    """How many of `remarks` say `remark` of a line of the C that holds `code`."""
+    found = (re.match(r"host\.c:(\d+):\d+: remark: (.*)", r) for r in remarks)
+    return sum(1 for m in found if m and remark in m[2] and code in lines[int(m[1]) - 1])
+
+
+@pytest.fixture
+def built(cache_dir):
+    return {name: jitflow.compile(make(), "c") for name, make in (("conv2d_tiles", conv2d_tiles), ("reduce_32", reduce_32))}
+
+
+def test_accumulators_in_an_argument_stay_in_registers_beside_a_workspace(built, tmp_path, zig_cache):
+    exe = built["conv2d_tiles"]
+    remarks, lines = _remarks(exe, tmp_path, zig_cache)
+    assert any("TVMBackendAllocWorkspace" in line for line in lines)
+    moved = _at(remarks, lines, "Moving accesses to memory location out of the loop", "*(float2*)(conv2d_nchw + ")
+    assert moved == 16 * 4, remarks          # every accumulator's store leaves the reduction loop
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((1, 64, 56, 56)).astype("float32"), rng.standard_normal((64, 64, 3, 3)).astype("float32")
+    out = tvm.runtime.tensor(np.zeros((1, 64, 56, 56), "float32"))
+    exe["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(x[0], ((0, 0), (1, 1), (1, 1))), (3, 3), axis=(1, 2))
+    np.testing.assert_allclose(out.numpy()[0], np.einsum("cyxij,fcij->fyx", windows, w), rtol=1e-3, atol=1e-3)
+
+
+def test_a_32_step_reduction_is_unrolled_and_the_loop_around_it_vectorized(built, tmp_path, zig_cache):
+    exe = built["reduce_32"]
+    remarks, lines = _remarks(exe, tmp_path, zig_cache)
+    assert _at(remarks, lines, "completely unrolled loop with 32 iterations", "for (int32_t k_1 = 0;") == 1, remarks
+    assert _at(remarks, lines, "vectorized loop", "for (int32_t j_1 = 0;") >= 1, remarks
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((128, 128)).astype("float32") for _ in range(2))
+    c = tvm.runtime.tensor(np.zeros((128, 128), "float32"))
+    exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-3)
