@@ -43,6 +43,10 @@ test-ray: $(RAY_STAMP)
 soak: $(STAMP)
 	JITFLOW_SOAK=1 $(PY) -m pytest -q -m slow
 
+# the libraries the GPU tests load in a runtime-only install (built here, carried to the GPU machine)
+gpu-artifacts: $(STAMP)
+	$(PY) tests/gpu_artifacts.py .gpu-artifacts
+
 bench: $(STAMP)
 	$(PY) benchmarks/warm_start.py
 	$(PY) benchmarks/tune.py --trials 16 --per-iter 8 --workers 2 --cost-model random --strategy replay-trace

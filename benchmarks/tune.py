@@ -7,6 +7,8 @@ the same workload, trials, seed, cost model, search strategy and runner, one aft
     python benchmarks/tune.py --cuda --trials 64 --workers 16                  # a CUDA matmul on the GPU
     python benchmarks/tune.py --same-candidates --rounds 3       # the build phase alone, both builders
                                                                  # on the same BuilderInputs
+    python benchmarks/tune.py --same-candidates --work-dirs W/matmul128,W/conv2d_64x56   # candidates
+                                                                 # tuned before (tuning_builds.py --tune)
 
 Each builder gets one summary line: the whole tuning time, split into the build phase (the
 builder's own time: MetaSchedule calls build() and waits), the run phase (the time it waits for the
@@ -159,10 +161,13 @@ def same_candidates(args) -> None:
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock  # noqa: F401  (as LocalBuilder imports it)
 
-    clock = tune_once("jitflow", args)          # the candidates to build
-    db = ms.database.JSONDatabase(work_dir=clock["work"])
+    if args.work_dirs:                          # candidates tuned before (benchmarks/tuning_builds.py --tune)
+        folders = args.work_dirs.split(",")
+    else:                                       # the candidates of one tuning run, now
+        folders = [tune_once("jitflow", args)["work"]]
     target = _target(args)
-    inputs = [ms.builder.BuilderInput(r.as_measure_candidate().sch.mod, target) for r in db.get_all_tuning_records()]
+    inputs = [ms.builder.BuilderInput(r.as_measure_candidate().sch.mod, target)
+              for folder in folders for r in ms.database.JSONDatabase(work_dir=folder).get_all_tuning_records()]
     best: dict[str, float] = {}
     for r in range(args.rounds):
         for name in args.builders.split(","):
@@ -228,15 +233,22 @@ def main() -> None:
     parser.add_argument("--arch", default=None, help="with --cuda: the arch (default the visible GPU's)")
     parser.add_argument("--same-candidates", action="store_true")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--work-dirs", default="",
+                        help="with --same-candidates: build the candidates of these MetaSchedule work folders "
+                             "(comma-separated) instead of tuning first")
     parser.add_argument("--timeout", type=float, default=30.0, help="each builder's per-candidate timeout (s)")
     args = parser.parse_args()
     os.environ["JITFLOW_PROGRESS"] = "0"
     if args.cuda:
         _check_cuda(args)
     kind = f"CUDA ({args.arch})" if args.cuda else "CPU"
-    print(f"{kind} tune_tir of a {args.n}^3 float32 matmul: {args.trials} trials ({args.per_iter} a round), "
-          f"{args.workers} build workers, seed {args.seed}, cost model {args.cost_model}, {args.strategy} search, "
-          f"LocalRunner; {machine(args)}; load average {os.getloadavg()[0]:.1f}", flush=True)
+    if args.same_candidates and args.work_dirs:
+        what = f"{kind} candidates of {args.work_dirs.count(',') + 1} work folders, {args.workers} build workers"
+    else:
+        what = (f"{kind} tune_tir of a {args.n}^3 float32 matmul: {args.trials} trials ({args.per_iter} a round), "
+                f"{args.workers} build workers, seed {args.seed}, cost model {args.cost_model}, {args.strategy} "
+                "search, LocalRunner")
+    print(f"{what}; {machine(args)}; load average {os.getloadavg()[0]:.1f}", flush=True)
     start = time.perf_counter()
     import tvm.s_tir.tensor_intrin  # noqa: F401  (MetaSchedule's rules import them once per process)
 
