@@ -181,6 +181,25 @@ def test_tvms_headers_are_precompiled_once_and_a_bad_header_is_made_again(tmp_pa
     assert "-include-pch" not in args and without == with_header    # the same object bytes
 
 
+def test_one_process_compiles_with_two_zig_caches_each_with_its_own_header(tmp_path, monkeypatch):
+    """A process that builds with two zig caches (JITFLOW_ZIG_CACHE_DIR changed, a test's own folder)
+    makes and uses a precompiled header in each; one known in the first is never taken for the second."""
+    from jitflow.builder.steps import _include_dirs
+    from jitflow.toolchain.zig_cc import zig, zig_pch
+
+    source = _c_file(tmp_path, TVM_C)
+    monkeypatch.setattr(zig_pch, "MAKE_AFTER", 1)          # made on the first compile
+    for name in ("first", "second"):
+        cache = tmp_path / name
+        cache.mkdir()
+        job = zig.compile_object(source, tmp_path / f"{name}.o", _include_dirs(), "x86_64-linux-gnu", cache,
+                                 tmp_path / "zl")
+        job.wait()
+        (header,) = (cache / zig_pch.FOLDER).glob("*.pch")
+        assert job.proc.args[2:4] == ["-include-pch", str(header)]
+    assert (tmp_path / "first.o").read_bytes() == (tmp_path / "second.o").read_bytes()
+
+
 def _release(fifo):
     """Let a reader blocked on `fifo` go on (it reads an empty file)."""
     try:

@@ -44,9 +44,9 @@ MAKE_LIMIT_S = 120.0
 #: a precompiled header of TVM's includes is some megabytes; a larger file is not one
 MAX_BYTES = 1 << 30
 _DIRECTIVES = ("#define ", "#include ", "//")
-_known: dict[str, Path] = {}      # this process: header name -> its path, known to exist
+_known: set[Path] = set()         # this process: headers known to exist (each zig cache has its own)
 _making = threading.Lock()        # one thread makes a header; the others wait for it
-_asked: dict[str, int] = {}       # this process: header name -> compiles that found it missing
+_asked: dict[Path, int] = {}      # this process: header -> compiles that found it missing
 #: a process makes a missing header on its this-many-th compile of the header's directives
 MAKE_AFTER = 6
 
@@ -72,22 +72,21 @@ def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: d
     command = [word.replace(probe.folder, "<folder>") for word in probe.command]   # the same in every process
     name = hashlib.sha256("\0".join([directives, *command]).encode()).hexdigest()[:32] + ".pch"
     path = Path(zig_cache) / FOLDER / name
-    known = _known.get(name)
-    if known is not None and _usable(known, zig_cache):
-        return known
+    if path in _known and _usable(path, zig_cache):
+        return path
     if not _usable(path, zig_cache):
         if not _making.acquire(timeout=-1 if deadline is None else deadline.left()):
             return None
         try:
-            _asked[name] = _asked.get(name, 0) + 1
-            if _asked[name] < MAKE_AFTER and not make_now:
+            _asked[path] = _asked.get(path, 0) + 1
+            if _asked[path] < MAKE_AFTER and not make_now:
                 return None
             if not _usable(path, zig_cache) and not _make(probe, directives, path, zig_cache, env, deadline):
-                _asked[name] = 0          # asked again only after as many compiles
+                _asked[path] = 0          # asked again only after as many compiles
                 return None
         finally:
             _making.release()
-    _known[name] = path
+    _known.add(path)
     return path
 
 
@@ -149,7 +148,7 @@ def _write_once(path: Path, text: str) -> None:
 
 def discard(path: Path) -> None:
     """Throw a header away (a compile that used it failed): the next compile makes it again."""
-    _known.pop(path.name, None)
+    _known.discard(path)
     try:
         path.unlink()
     except OSError:
