@@ -218,7 +218,7 @@ def test_a_fifo_in_place_of_the_directives_file_is_replaced_not_read(tmp_path, m
     own_zig_cache.mkdir()
     source = _c_file(tmp_path, TVM_C)
     monkeypatch.setattr(zig_pch, "_asked", {})
-    monkeypatch.setattr(zig_pch, "_known", {})
+    monkeypatch.setattr(zig_pch, "_known", set())
     probe = zig._compile_probe("x86_64-linux-gnu", tuple(f"-I{d}" for d in _include_dirs()), str(own_zig_cache),
                                None, ())
     made = zig._header(probe, source, own_zig_cache, make_now=True)
@@ -227,7 +227,7 @@ def test_a_fifo_in_place_of_the_directives_file_is_replaced_not_read(tmp_path, m
     made.unlink()                                          # the header gone, a FIFO for its directives
     directives.unlink()
     os.mkfifo(directives)
-    monkeypatch.setattr(zig_pch, "_known", {})
+    monkeypatch.setattr(zig_pch, "_known", set())
     monkeypatch.setattr(zig_pch, "_asked", {})
     runs = []
 
@@ -271,7 +271,7 @@ def test_a_precompiled_header_is_made_within_the_builds_time_limit(tmp_path, mon
         os.mkfifo(fifo)
     monkeypatch.setattr(zig_pch, "MAKE_AFTER", 1)          # this compile makes the header
     monkeypatch.setattr(zig_pch, "_asked", {})
-    monkeypatch.setattr(zig_pch, "_known", {})
+    monkeypatch.setattr(zig_pch, "_known", set())
     out = tmp_path / "objects"
     out.mkdir()
     started = time.monotonic()
