@@ -40,10 +40,6 @@ _FLAGS = ["-O2", "-fPIC", "-fno-sanitize=all", "-fno-stack-protector", "-g0",
           # TIR's math never reads errno, and TVM's LLVM lowers sqrt and the rest as pure functions: with
           # errno kept, clang could not vectorize a loop of sqrtf (3x slower than LLVM's build of it)
           "-fno-math-errno",
-          # LLVM's -O3 threshold for unrolling a loop whole (-O2's is 150): a tuned candidate's 32-step
-          # reduction loop is then unrolled, and the loop around it, now innermost, vectorized as
-          # TVM's LLVM host (-O3) does; without it such a candidate ran 4.6x LLVM's build of it
-          "-mllvm", "-unroll-threshold=300",
           "-ffile-prefix-map={cwd}=.", "-Wno-everything"]
 
 
