@@ -200,6 +200,27 @@ def test_one_process_compiles_with_two_zig_caches_each_with_its_own_header(tmp_p
     assert (tmp_path / "first.o").read_bytes() == (tmp_path / "second.o").read_bytes()
 
 
+def test_a_source_that_fails_to_compile_leaves_the_precompiled_header(tmp_path, monkeypatch):
+    """A compile error of the source's own (zig cc fails on it too) is not the header's fault: the
+    header other builds are using stays (it was thrown away, and their compiles failed meanwhile)."""
+    from jitflow.builder.steps import _include_dirs
+    from jitflow.errors import CompileError
+    from jitflow.toolchain.zig_cc import zig, zig_pch
+
+    cache = tmp_path / "zig"
+    cache.mkdir()
+    monkeypatch.setattr(zig_pch, "MAKE_AFTER", 1)
+    good, bad = _c_file(tmp_path, TVM_C), tmp_path / "bad.c"
+    bad.write_text(TVM_C + "\n#error this source is broken\n")
+    zig.compile_object(good, tmp_path / "good.o", _include_dirs(), "x86_64-linux-gnu", cache, tmp_path / "zl").wait()
+    (header,) = (cache / zig_pch.FOLDER).glob("*.pch")
+    job = zig.compile_object(bad, tmp_path / "bad.o", _include_dirs(), "x86_64-linux-gnu", cache, tmp_path / "zl")
+    assert job.proc.args[2:4] == ["-include-pch", str(header)]
+    with pytest.raises(CompileError, match="this source is broken"):
+        job.wait()
+    assert header.is_file() and header.read_bytes()[:4] == b"CPCH"
+
+
 def _release(fifo):
     """Let a reader blocked on `fifo` go on (it reads an empty file)."""
     try:

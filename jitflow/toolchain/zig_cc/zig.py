@@ -56,20 +56,18 @@ class Job:
     zig_cache is zig's global cache (the per-user toolchain folder, see zig_cache.py); local_cache,
     where zig keeps the objects of this one build, defaults to it (give a build's own folder so that
     its objects go away with it). `direct`, when given, is the command to run first in place of
-    `zig <tool> ARGS` (which then runs only if it fails, after `direct_failed()` is called;
-    `direct_wrong()` is called too when zig cc then succeeds: the direct command was wrong).
+    `zig <tool> ARGS` (which then runs only if it fails; `direct_wrong()` is called when zig cc then
+    succeeds: the direct command, or the header it used, was wrong).
     """
 
     def __init__(self, args: Sequence[str], cwd: Path, zig_cache: Path, source: Path | None = None,
                  local_cache: Path | None = None, tool: str = "cc", direct: Sequence[str] | None = None,
-                 direct_failed: Callable[[], None] | None = None,
                  direct_wrong: Callable[[], None] | None = None) -> None:
         self.command = [zig_binary(), tool, *args]
         self.tool = f"zig {tool}"
         self.source = source
         self._cwd, self._env = cwd, _env(zig_cache, local_cache or zig_cache)
         self._fallback = self.command if direct else None
-        self._direct_failed = direct_failed
         self._direct_wrong = direct_wrong
         self.proc = self._start(list(direct) if direct else self.command)
 
@@ -85,8 +83,6 @@ class Job:
         (zig killed) if it runs past `deadline`."""
         out = self._communicate(deadline)
         if self.proc.returncode != 0 and self._fallback and self.proc.returncode > 0:   # not killed
-            if self._direct_failed is not None:
-                self._direct_failed()
             self._fallback, self.proc = None, self._start(self._fallback)
             out = self._communicate(deadline)
             if self.proc.returncode == 0 and self._direct_wrong is not None:
@@ -148,10 +144,17 @@ def compile_object(source: Path, out: Path, include_dirs: Sequence[str], host: s
     if header is not None:
         direct = [*direct[:2], "-include-pch", str(header), *direct[2:]]
     memo = _memo(_compile_request(host, includes, cpu, tuple(extra)))
+
+    def wrong() -> None:
+        """zig cc compiled what the direct command could not: the header or the command is at fault
+        (a source that fails both ways is the source's fault, and other processes' header stays)."""
+        if header is not None:
+            zig_pch.discard(header)
+        _forget(zig_cache, memo, _compile_probe)
+
     return Job([*flags(host, cwd, cpu, extra), *includes, "-c", relative, "-o", out.name],
                cwd=cwd, zig_cache=zig_cache, source=source, local_cache=local_cache, direct=direct,
-               direct_failed=(lambda: zig_pch.discard(header)) if header is not None else None,
-               direct_wrong=(lambda: _forget(zig_cache, memo, _compile_probe)) if direct else None)
+               direct_wrong=wrong if direct else None)
 
 
 def prepare_compile(host: str, include_dirs: Sequence[str], zig_cache: Path, cpu: str | None = None) -> None:
