@@ -221,6 +221,34 @@ def test_a_source_that_fails_to_compile_leaves_the_precompiled_header(tmp_path, 
     assert header.is_file() and header.read_bytes()[:4] == b"CPCH"
 
 
+def test_headers_installed_again_at_the_same_path_get_a_header_of_their_own(tmp_path, monkeypatch):
+    """A virtual environment made again where it was (the same include path, new files): the header
+    made from the old files is not given to clang, which would refuse it on every compile."""
+    import shutil
+    import time
+
+    from jitflow.toolchain.zig_cc import zig, zig_pch
+
+    cache = tmp_path / "zig"
+    cache.mkdir()
+    monkeypatch.setattr(zig_pch, "MAKE_AFTER", 1)
+    source = _c_file(tmp_path, '#include "mine.h"\nint f(int x) { return x + MINE; }\n')
+    headers = []
+    for n in range(2):
+        include = tmp_path / "site" / "include"
+        shutil.rmtree(include.parent, ignore_errors=True)
+        include.mkdir(parents=True)
+        (include / "mine.h").write_text("#define MINE 3\n")
+        os.utime(include / "mine.h", (time.time() + n * 5000, time.time() + n * 5000))
+        job = zig.compile_object(source, tmp_path / f"k{n}.o", [str(include)], "x86_64-linux-gnu", cache,
+                                 tmp_path / "zl")
+        job.wait()
+        assert job.proc.args[1] == "-cc1" and job.proc.args[2] == "-include-pch"   # direct, with a header
+        headers.append(job.proc.args[3])
+    assert headers[0] != headers[1]
+    assert (tmp_path / "k0.o").read_bytes() == (tmp_path / "k1.o").read_bytes()
+
+
 def _release(fifo):
     """Let a reader blocked on `fifo` go on (it reads an empty file)."""
     try:

@@ -10,8 +10,9 @@ only on its MAKE_AFTER-th compile of those directives: a one-off build (the firs
 command-line build, a new cache folder) never waits for it, a tuning sweep makes it after a few
 candidates, and every later compile on the machine uses it.
 
-The header's name is a sha256 of the directives and of the whole compile command, so another zig,
-other flags or other include folders make another header; the directives stay beside it (<name>.h,
+The header's name is a sha256 of the directives, of the whole compile command and of what stat says
+of its include folders, so another zig, other flags, other include folders or the same folders
+installed again make another header; the directives stay beside it (<name>.h,
 written once). clang checks that the headers it was made from are unchanged; if a compile that
 uses it fails, it is thrown away (and made again by the next compile) and the file is compiled
 again through zig cc. Made in a temporary name and renamed: processes racing to make it each make
@@ -70,7 +71,8 @@ def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: d
     (`make_now`: a caller about to compile many files, a batch, has it made at once). Waiting for
     another thread's header, and making one, end at `deadline` (the build's): then None."""
     command = [word.replace(probe.folder, "<folder>") for word in probe.command]   # the same in every process
-    name = hashlib.sha256("\0".join([directives, *command]).encode()).hexdigest()[:32] + ".pch"
+    words = [directives, *command, *_installed(command)]
+    name = hashlib.sha256("\0".join(words).encode()).hexdigest()[:32] + ".pch"
     path = Path(zig_cache) / FOLDER / name
     if path in _known and _usable(path, zig_cache):
         return path
@@ -88,6 +90,22 @@ def header_for(probe: zig_direct.Probe, directives: str, zig_cache: Path, env: d
             _making.release()
     _known.add(path)
     return path
+
+
+def _installed(command: list[str]) -> list[str]:
+    """What stat says of each include folder the command names (its inode and times): a package
+    installed again at the same path (a new virtual environment) has new folders, so its headers get
+    a header of their own, where one made from the old files would fail every compile clang checks
+    it with."""
+    out = []
+    for word in command:
+        if word.startswith("-I") and len(word) > 2:
+            try:
+                st = os.stat(word[2:])
+            except OSError:
+                continue
+            out.append(f"{word[2:]} {st.st_dev} {st.st_ino} {st.st_mtime_ns}")
+    return out
 
 
 def _usable(path: Path, zig_cache: Path) -> bool:
