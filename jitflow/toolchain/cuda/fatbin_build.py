@@ -1,6 +1,7 @@
 """Put cubins and PTX into one fatbin with nvfatbin (NVIDIA's pip wheel, or a CUDA toolkit's library)."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from ...errors import CompileError, ToolMissingError
@@ -22,23 +23,25 @@ WHEEL = "nvidia-nvfatbin"
 WHEEL_HINT = f"pip install '{WHEEL}>=13,<14' (or the CUDA extra: pip install 'jitflow[cuda]')"
 
 
-def missing_library(what: str, exc: BaseException, hint: str) -> ToolMissingError:
-    """The error for a CUDA library cuda-python's bindings cannot find or load (its
-    DynamicLibNotFoundError, seen where another package's CUDA wheels come first on the path)."""
-    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-    return ToolMissingError(f"{what} cannot be loaded ({reason}); {hint}")
-
-
-def _nvfatbin():
+def loaded_binding(name: str, first_call: str, what: str, hint: str):
+    """cuda-python's `cuda.bindings.<name>` with its library loaded by calling `first_call` (the
+    bindings import without the library and fail at their first call): a ToolMissingError otherwise,
+    naming `what` did not load (cuda.pathfinder's DynamicLibNotFoundError, seen where another
+    package's CUDA wheels come first on the path, or a broken library) and `hint`, the wheel."""
     try:
-        from cuda.bindings import nvfatbin
+        module = importlib.import_module(f"cuda.bindings.{name}")
     except ImportError as exc:
         raise ToolMissingError(f"cuda-python is not importable ({exc}); {INSTALL_HINT}") from None
     try:
-        nvfatbin.version()          # the first call loads libnvfatbin
-    except Exception as exc:  # noqa: BLE001 - cuda.pathfinder's DynamicLibNotFoundError, or a broken library
-        raise missing_library("nvfatbin's library (libnvfatbin.so.13)", exc, WHEEL_HINT) from None
-    return nvfatbin
+        getattr(module, first_call)()
+    except Exception as exc:  # noqa: BLE001 - whatever stopped the library from loading, reported
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ToolMissingError(f"{what} cannot be loaded ({reason}); {hint}") from None
+    return module
+
+
+def _nvfatbin():
+    return loaded_binding("nvfatbin", "version", "nvfatbin's library (libnvfatbin.so.13)", WHEEL_HINT)
 
 
 def require() -> None:

@@ -14,7 +14,7 @@ from . import cccl_shim, fatbin_build, ptx_floor
 from .cuda_flags import CudaFlags
 
 log = logging.getLogger("jitflow")
-INSTALL_HINT = "install the CUDA extra: pip install 'jitflow[cuda]' (NVRTC, nvfatbin and CCCL wheels)"
+INSTALL_HINT = fatbin_build.INSTALL_HINT
 
 
 #: the wheel that brings libnvrtc, and how to install it
@@ -23,17 +23,8 @@ WHEEL_HINT = f"pip install '{WHEEL}>=13,<14' (or the CUDA extra: pip install 'ji
 
 
 def _bindings():
-    """cuda-python's NVRTC bindings, with libnvrtc loaded: a ToolMissingError naming the wheel
-    otherwise (the bindings import without it and fail at their first call)."""
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as exc:
-        raise ToolMissingError(f"cuda-python is not importable ({exc}); {INSTALL_HINT}") from None
-    try:
-        nvrtc.nvrtcVersion()        # the first call loads libnvrtc
-    except Exception as exc:  # noqa: BLE001 - cuda.pathfinder's DynamicLibNotFoundError, or a broken library
-        raise fatbin_build.missing_library("NVRTC's library (libnvrtc.so.13)", exc, WHEEL_HINT) from None
-    return nvrtc
+    """cuda-python's NVRTC bindings, with libnvrtc loaded: a ToolMissingError naming the wheel otherwise."""
+    return fatbin_build.loaded_binding("nvrtc", "nvrtcVersion", "NVRTC's library (libnvrtc.so.13)", WHEEL_HINT)
 
 
 @lru_cache(maxsize=1)
