@@ -8,10 +8,10 @@ import stat
 import threading
 
 import pytest
+from hostile_files import NOBODY, plant
 
 from jitflow.files import kept_file
 
-NOBODY = 65534
 
 
 @pytest.fixture
@@ -32,19 +32,9 @@ def test_what_is_written_reads_back_and_is_private(kept):
 
 
 def _spoil(root, path, how, tmp_path):
-    if how == "a link":
-        other = tmp_path / "other.json"
-        other.write_bytes(path.read_bytes())
-        path.unlink()
-        path.symlink_to(other)
-    elif how == "a FIFO":
-        path.unlink()
-        os.mkfifo(path)
-    elif how == "another user's":
-        os.chown(path, NOBODY, NOBODY)
-    elif how == "writable by others":
-        path.chmod(0o666)
-    elif how == "oversized":
+    if plant(path, how, tmp_path):
+        return
+    if how == "oversized":
         path.write_bytes(b" " * 101)
     elif how == "in another user's folder":
         os.chown(path.parent, NOBODY, NOBODY)

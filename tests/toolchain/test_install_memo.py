@@ -8,6 +8,7 @@ import sys
 import threading
 
 import pytest
+from hostile_files import plant
 
 from jitflow.toolchain import install_memo
 
@@ -63,18 +64,7 @@ def test_memos_live_where_python_keeps_this_package_s_bytecode():
 def test_a_memo_not_as_jitflow_wrote_it_reads_as_none(memo_folder, tmp_path, how):
     install_memo.write("facts", {"count": 1})
     memo = memo_folder / "jitflow-facts.json"
-    if how == "a FIFO":
-        memo.unlink()
-        os.mkfifo(memo)
-    elif how == "a link":
-        elsewhere = tmp_path / "elsewhere.json"
-        elsewhere.write_text(memo.read_text())
-        memo.unlink()
-        memo.symlink_to(elsewhere)
-    elif how == "another user's":
-        os.chown(memo, 65534, 65534)
-    else:
-        memo.chmod(0o666)
+    assert plant(memo, how, tmp_path)
     found = []
     reader = threading.Thread(target=lambda: found.append(install_memo.read("facts")), daemon=True)
     reader.start()

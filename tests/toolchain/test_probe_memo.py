@@ -8,6 +8,7 @@ import stat
 import threading
 
 import pytest
+from hostile_files import plant
 
 HOST = "x86_64-linux-gnu"
 
@@ -116,7 +117,6 @@ def test_a_link_command_is_kept_too(tmp_path, own_zig_cache, monkeypatch):
 
 # --- a memo is untrusted input: kept only as jitflow writes it, read only as jitflow would keep it ---
 
-NOBODY = 65534
 
 
 def _marker_program(tmp_path):
@@ -213,24 +213,9 @@ def test_zigs_own_commands_pass_the_check(own_zig_cache):
 
 def _plant(memo, how, tmp_path):
     """Put something other than the memo jitflow wrote at its name."""
-    text = memo.read_bytes()
-    memo.unlink()
-    if how == "another user's":
-        memo.write_bytes(text)
-        os.chown(memo, NOBODY, NOBODY)
-    elif how == "a link":
-        elsewhere = tmp_path / "elsewhere.json"
-        elsewhere.write_bytes(text)
-        memo.symlink_to(elsewhere)
-    elif how == "writable by others":
-        memo.write_bytes(text)
-        memo.chmod(0o666)
-    elif how == "truncated":
-        memo.write_bytes(text[:len(text) // 2])
-    elif how == "garbage":
-        memo.write_bytes(b"\x00\xff{[" * 100)
-    elif how == "oversized":
-        memo.write_bytes(text + b" " * (1 << 20))
+    if not plant(memo, how, tmp_path):
+        assert how == "oversized"
+        memo.write_bytes(memo.read_bytes() + b" " * (1 << 20))
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
