@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import tvm
+from tvm.script import tirx as T
 
 import jitflow
 from jitflow.builder.steps import _include_dirs
@@ -72,3 +73,30 @@ def test_accumulators_in_an_argument_stay_in_registers_beside_a_workspace(cache_
     exe["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x[0], ((0, 0), (1, 1), (1, 1))), (3, 3), axis=(1, 2))
     np.testing.assert_allclose(out.numpy()[0], np.einsum("cyxij,fcij->fyx", windows, w), rtol=1e-3, atol=1e-3)
+
+
+@T.prim_func
+def column_tiles(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"),
+                 C: T.Buffer((64, 64), "float32")):
+    """A tuned matmul's shape: 32 accumulators of a column, a loop over them inside the reduction."""
+    for i0 in T.parallel(2):
+        for j in range(64):
+            for i in range(32):
+                C[i0 * 32 + i, j] = T.float32(0)
+            for k in range(64):
+                for i in range(32):
+                    C[i0 * 32 + i, j] = C[i0 * 32 + i, j] + A[i0 * 32 + i, k] * B[k, j]
+
+
+def test_a_tile_of_accumulators_inside_a_reduction_stays_in_registers(cache_dir, tmp_path, zig_cache):
+    """The 32-step loop is unrolled (LLVM's -O3 does, clang's -O2 did not: 4.4x LLVM's time on a
+    512^3 candidate), and each accumulator's store then leaves the reduction loop."""
+    exe = jitflow.compile(tvm.IRModule({"main": column_tiles}), "c")
+    remarks, lines = _remarks(exe, tmp_path, zig_cache)
+    moved = _at(remarks, lines, "Moving accesses to memory location out of the loop", "C[")
+    assert moved == 32, remarks
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((64, 64)).astype("float32"), rng.standard_normal((64, 64)).astype("float32")
+    c = tvm.runtime.tensor(np.zeros((64, 64), "float32"))
+    exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)

@@ -18,6 +18,7 @@ from ...formats.compute_functions import entry_of
 from .legalize import function_name, legalize_module
 from .outline import outline_module
 from .parallel import parallelize_module
+from .unroll import unroll_module
 
 _BUILD_C = "target.build.c"
 _LOCK = threading.Lock()
@@ -84,7 +85,7 @@ def legalized_c_host(every_function: bool = False) -> Iterator[Printed]:
 
     def build(mod: Any, target: Any) -> Any:
         try:
-            legal, restrict = outline_module(legalize_module(mod), every_function)
+            legal, restrict = outline_module(legalize_module(unroll_module(mod)), every_function)
             legal, bodies = parallelize_module(legal, restrict)
             printed.restrict |= restrict | bodies
         except HostCodeError as exc:

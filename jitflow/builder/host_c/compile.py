@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from ...errors import BuildTimeoutError, CompileError
 from ...toolchain.zig_cc import cc1_batch, compile_batch, object_cache, zig
 from ...toolchain.deadline import Deadline
-from . import split
+from . import mathlib, split
 
 log = logging.getLogger("jitflow")
 #: a piece of this many bytes of C takes about a tenth of a second at -O2; smaller ones would
@@ -40,6 +40,12 @@ MAX_PIECES = 32
 LARGE_FUNCTION_BYTES = 200_000
 LARGE_FUNCTION_FLAGS = ("-fno-slp-vectorize", "-mllvm", "-dag-maps-huge-region=50",
                         "-mllvm", "-enable-post-misched=false")
+#: what one call of mathlib.py's inline math counts for against LARGE_FUNCTION_BYTES: each inlines some
+#: forty instructions, and the SLP vectorizer's time on a block of them grows much faster than their
+#: number (a softmax candidate's 30 KB function of 512 inline expf calls: 14.9 s at -O2, 8.8 s of it in
+#: the SLP vectorizer and 4.0 s sinking what it made; 0.7 s for 128 calls, 2.1 s for 256; 2.0 s for all
+#: 512 with LARGE_FUNCTION_FLAGS)
+MATH_CALL_BYTES = 1_000
 #: a source of more C than this is not compiled in build_all's shared processes (compile_batch.py):
 #: it would hold up the others, and its own process is a small part of its time
 BATCH_MAX_BYTES = MIN_PIECE_BYTES
@@ -47,8 +53,12 @@ BATCH_MAX_BYTES = MIN_PIECE_BYTES
 
 def flags_for(text: str) -> tuple[str, ...]:
     """The flags a host C piece is compiled with beyond zig's own: LARGE_FUNCTION_FLAGS where one of
-    its functions is larger than LARGE_FUNCTION_BYTES."""
-    if len(text) <= LARGE_FUNCTION_BYTES or split.largest_function(text) <= LARGE_FUNCTION_BYTES:
+    its functions is larger than LARGE_FUNCTION_BYTES, its inline math calls counted MATH_CALL_BYTES each."""
+    def math_bytes(code: str) -> int:
+        return MATH_CALL_BYTES * mathlib.call_count(code)
+
+    if len(text) + math_bytes(text) <= LARGE_FUNCTION_BYTES \
+            or split.largest_function(text, math_bytes) <= LARGE_FUNCTION_BYTES:
         return ()
     return LARGE_FUNCTION_FLAGS
 

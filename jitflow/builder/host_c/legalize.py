@@ -12,7 +12,10 @@ On the final host IR (after TVM's own lowering) it
 - writes float constants the printer would print wrongly (inf, -inf, nan, and values its six
   digits do not round-trip) from their bits;
 - binds a buffer's stack storage to a variable before the buffer is declared (TVM prints the
-  storage's declaration in the middle of the buffer's, for packed calls with buffer arguments).
+  storage's declaration in the middle of the buffer's, for packed calls with buffer arguments);
+- calls a helper for a min or max that reads memory: the printer binds such operands to variables
+  it reuses for the same text later in the block, even after a store to that place (an unrolled
+  max reduction `B[i] = max(B[i], A[i, k])` then kept only its last step).
 
 A construct it can neither print nor split is a HostCodeError naming it and the function.
 """
@@ -26,7 +29,7 @@ from typing import Any
 from ...errors import HostCodeError
 from .lanes import LaneSplitter
 from .mathlib import PUBLIC as _MATHLIB
-from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type, vector_load
+from .prelude import STATIC_HANDLE_PREFIX, convert_helper, has_c_type, min_max_helper, vector_load
 from .source import tir_name
 from .vector_buffers import flatten_vector_buffers
 from .vector_ir import CannotSplit, dtype_of, lanes_of, mutate, short
@@ -149,6 +152,14 @@ class _Rewriter:
             count = self.tvm.ir.prim.expr.Sub(count, self.tvm.ir.prim.expr.IntImm("int32", width - bits))
         return count if str(dtype) == "int32" else cast(str(dtype), count)
 
+    def min_max(self, node: Any, mutator: Any) -> Any:
+        node = mutator.default_mutate(node)
+        which = "max" if isinstance(node, self.tvm.ir.prim.expr.Max) else "min"
+        helper = min_max_helper(which, dtype_of(node))
+        if helper is None or not _reads_memory(node):
+            return node
+        return self._extern(str(dtype_of(node)), helper, node.a, node.b)
+
     def load(self, node: Any, mutator: Any) -> Any:
         node = mutator.default_mutate(node)
         dtype = dtype_of(node)
@@ -189,7 +200,16 @@ class _Rewriter:
         tvm = self.tvm
         prim = tvm.ir.prim.expr
         return [(tvm.tirx.SeqStmt, self.seq), (prim.Cast, self.cast), (prim.FloatImm, self.float_imm),
-                (tvm.ir.expr.TensorLoad, self.load), (tvm.ir.Call, self.call)]
+                (tvm.ir.expr.TensorLoad, self.load), (tvm.ir.Call, self.call), ((prim.Min, prim.Max), self.min_max)]
+
+
+def _reads_memory(expr: Any) -> bool:
+    """Whether an expression loads from a buffer."""
+    import tvm
+    import tvm_ffi
+
+    return tvm_ffi.structural_walk(expr, [(tvm.ir.expr.TensorLoad, lambda n: tvm_ffi.VisitInterrupt(n))],
+                                   order="pre") is not None
 
 
 def _contiguous(load: Any) -> bool:
@@ -254,7 +274,7 @@ _REWRITTEN_CALLS = frozenset([*_MATH, *_BITS, "tirx.tvm_static_handle", "tirx.tv
 def needs_legalizing(func: Any) -> bool:
     """Whether anything in `func` is rewritten below: a vector (lanes, casts, gathers), an intrinsic
     without C lowering, a static handle, stack storage for a packed call, a float constant the
-    printer would print wrongly. One walk that stops at the first; most kernels have none."""
+    printer would print wrongly, a min or max reading memory. One walk that stops at the first."""
     import tvm
     import tvm_ffi
 
@@ -279,8 +299,12 @@ def needs_legalizing(func: Any) -> bool:
         return stop(node) if dtype.type_code == _IEEE_FLOAT and not _prints_exactly(node.value, dtype.bits) \
             else None
 
+    def min_max(node: Any) -> Any:
+        return stop(node) if _reads_memory(node) else typed(node)
+
     callbacks = [((prim.Ramp, prim.Broadcast, prim.Shuffle), vector), (tvm.ir.Call, call),
-                 ((prim.Cast, tvm.ir.expr.TensorLoad), typed), (prim.FloatImm, float_imm)]
+                 ((prim.Cast, tvm.ir.expr.TensorLoad), typed), (prim.FloatImm, float_imm),
+                 ((prim.Min, prim.Max), min_max)]
     return tvm_ffi.structural_walk(func.body, callbacks, order="pre") is not None
 
 

@@ -86,6 +86,13 @@ def used(source: str) -> dict[int, set[str]]:
     return found
 
 
+def call_count(source: str) -> int:
+    """How many calls of these functions `source` makes, in any form (each inlines tens of instructions)."""
+    if PREFIX not in source:
+        return 0
+    return sum(1 for name, _lanes in _CALL_RE.findall(source) if name in PUBLIC)
+
+
 def definitions(source: str) -> str:
     """The C of every math function `source` calls, in each form it calls it, with what they need."""
     out = []

@@ -30,6 +30,7 @@ LANES = tuple(n for n in range(2, 17) if n != 3)
 CONVERT_PREFIX = "jitflow_cvt_"
 VLOAD_PREFIX = "jitflow_vload_"
 STATIC_HANDLE_PREFIX = "jitflow_static_handle_"
+MIN_MAX_PREFIX = "jitflow_"
 MARK = "/* jitflow C prelude */"
 END_MARK = "/* end of jitflow C prelude */"
 
@@ -69,12 +70,23 @@ def convert_helper(dst, src) -> str:
     return f"{CONVERT_PREFIX}{dst}_{src}"
 
 
+def min_max_helper(which: str, dtype) -> str | None:
+    """Name of the helper computing TIR's `which` ("min" or "max") of two values of `dtype`, each
+    operand evaluated once, as TVM's LLVM host does (a select on < or >); None where C has no type."""
+    element = _SCALAR_NAMES.get((dtype.type_code, dtype.bits))
+    if element is None or (dtype.lanes > 1 and (dtype.lanes not in LANES or element not in _BITS_OF)):
+        return None
+    return f"{MIN_MAX_PREFIX}{which}_{element}" + (f"_x{dtype.lanes}" if dtype.lanes > 1 else "")
+
+
 def vector_load(dtype) -> str:
     """Name of the helper reading a vector of `dtype` from consecutive elements at a pointer."""
     return f"{VLOAD_PREFIX}{ELEMENTS[(dtype.type_code, dtype.bits)]}{dtype.lanes}"
 
 
 _BITS_OF = {name: bits for (_, bits), name in ELEMENTS.items()}
+#: scalar C types TIR's min and max may take (bool is DLPack's uint1)
+_SCALAR_NAMES = {**ELEMENTS, (1, 1): "bool"}
 _LANE_COUNTS = "|".join(str(n) for n in sorted(LANES, reverse=True))
 _VECTOR_TYPE_RE = re.compile(rf"\b({'|'.join(ELEMENTS.values())})({_LANE_COUNTS})\b")
 
@@ -97,6 +109,7 @@ _DTYPE = rf"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:{_LANE_COUNTS})"
 _CONVERT_RE = re.compile(rf"\b{CONVERT_PREFIX}({_DTYPE})_({_DTYPE})\b")
 _HANDLE_RE = re.compile(rf"\b{STATIC_HANDLE_PREFIX}(\d+)\b")
 _VLOAD_RE = re.compile(rf"\b{VLOAD_PREFIX}(\w+)\(")
+_MIN_MAX_RE = re.compile(rf"\b{MIN_MAX_PREFIX}(min|max)_([a-z0-9_]+?)(?:_x(\d+))?\(")
 _DTYPE_PARTS = re.compile(r"(u?int|float)(\d+)x(\d+)")
 
 
@@ -107,8 +120,8 @@ def _c_vector(dtype: str) -> str:
 
 
 def module_helpers(source: str) -> str:
-    """Definitions of the module-specific helpers the C source calls (conversions, vector loads, static
-    handles)."""
+    """Definitions of the module-specific helpers the C source calls (conversions, vector loads, min and
+    max, static handles)."""
     out = []
     converts = _CONVERT_RE.findall(source) if CONVERT_PREFIX in source else []   # a search is far cheaper
     handles = _HANDLE_RE.findall(source) if STATIC_HANDLE_PREFIX in source else []
@@ -119,6 +132,13 @@ def module_helpers(source: str) -> str:
     for vec in sorted(set(_VLOAD_RE.findall(source)) if VLOAD_PREFIX in source else ()):
         element = vec.rstrip("0123456789")           # TVM declares the call with the element's pointer type
         out.append(f"static inline {vec} {VLOAD_PREFIX}{vec}({element}* p) {{ return *({vec}*)p; }}")
+    for which, element, lanes in sorted(set(_MIN_MAX_RE.findall(source)) if MIN_MAX_PREFIX in source else ()):
+        if element not in _SCALAR_NAMES.values():
+            continue
+        ctype, suffix = (f"{element}{lanes}", f"_x{lanes}") if lanes else (element, "")
+        op = ">" if which == "max" else "<"
+        out.append(f"static inline {ctype} {MIN_MAX_PREFIX}{which}_{element}{suffix}({ctype} a, {ctype} b) "
+                   f"{{ return a {op} b ? a : b; }}")
     for n in sorted({int(n) for n in handles}):
         out.append(f"static void* {STATIC_HANDLE_PREFIX}slot_{n} = (void*)0;")
         out.append(f"static inline void* {STATIC_HANDLE_PREFIX}{n}(void) {{ return &{STATIC_HANDLE_PREFIX}slot_{n}; }}")

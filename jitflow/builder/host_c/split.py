@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 _CPP_WRAPPER = '#ifdef __cplusplus\nextern "C"\n#endif\n'   # a no-op in C: TVM puts it before every function
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -253,13 +254,14 @@ _ATTRIBUTES = re.compile(r"__attribute__\s*\(\(.*?\)\)")
 _STRUCT = re.compile(r"\s*struct\s+(\w+)\s*\{")
 
 
-def largest_function(text: str) -> int:
+def largest_function(text: str, extra: Callable[[str], int] = lambda _: 0) -> int:
     """The size in bytes of the largest function definition in C `text` (its whole size when its
-    structure is not understood)."""
+    structure is not understood), each counted with `extra(its text)` more."""
     try:
-        return max((len(item.text) for item in scan(text) if item.kind == "function"), default=0)
+        return max((len(item.text) + extra(item.text) for item in scan(text) if item.kind == "function"),
+                   default=0)
     except ValueError:
-        return len(text)
+        return len(text) + extra(text)
 
 
 def _declared(item: Item) -> str | None:
