@@ -203,6 +203,19 @@ class _Rewriter:
                 (tvm.ir.expr.TensorLoad, self.load), (tvm.ir.Call, self.call), ((prim.Min, prim.Max), self.min_max)]
 
 
+def _min_max_reading_memory(body: Any) -> bool:
+    """Whether a function body has a min or max whose operands load from a buffer."""
+    import tvm
+    import tvm_ffi
+
+    prim = tvm.ir.prim.expr
+
+    def visit(node: Any) -> Any:
+        return tvm_ffi.VisitInterrupt(node) if _reads_memory(node) else None
+
+    return tvm_ffi.structural_walk(body, [((prim.Min, prim.Max), visit)], order="pre") is not None
+
+
 def _reads_memory(expr: Any) -> bool:
     """Whether an expression loads from a buffer."""
     import tvm
@@ -272,9 +285,9 @@ _REWRITTEN_CALLS = frozenset([*_MATH, *_BITS, "tirx.tvm_static_handle", "tirx.tv
 
 
 def needs_legalizing(func: Any) -> bool:
-    """Whether anything in `func` is rewritten below: a vector (lanes, casts, gathers), an intrinsic
-    without C lowering, a static handle, stack storage for a packed call, a float constant the
-    printer would print wrongly, a min or max reading memory. One walk that stops at the first."""
+    """Whether anything in `func` needs the whole pass below: a vector (lanes, casts, gathers), an
+    intrinsic without C lowering, a static handle, stack storage for a packed call, a float constant
+    the printer would print wrongly. One walk that stops at the first; most kernels have none."""
     import tvm
     import tvm_ffi
 
@@ -299,12 +312,8 @@ def needs_legalizing(func: Any) -> bool:
         return stop(node) if dtype.type_code == _IEEE_FLOAT and not _prints_exactly(node.value, dtype.bits) \
             else None
 
-    def min_max(node: Any) -> Any:
-        return stop(node) if _reads_memory(node) else typed(node)
-
     callbacks = [((prim.Ramp, prim.Broadcast, prim.Shuffle), vector), (tvm.ir.Call, call),
-                 ((prim.Cast, tvm.ir.expr.TensorLoad), typed), (prim.FloatImm, float_imm),
-                 ((prim.Min, prim.Max), min_max)]
+                 ((prim.Cast, tvm.ir.expr.TensorLoad), typed), (prim.FloatImm, float_imm)]
     return tvm_ffi.structural_walk(func.body, callbacks, order="pre") is not None
 
 
@@ -315,7 +324,12 @@ def legalize_module(mod: Any) -> Any:
     rewriter = _Rewriter()
     updates = {}
     for gvar, func in mod.functions.items():
-        if not isinstance(func, tvm.tirx.PrimFunc) or not needs_legalizing(func):
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        if not needs_legalizing(func):
+            if _min_max_reading_memory(func.body):      # that alone: the one rewrite, not the whole pass
+                prim = tvm.ir.prim.expr
+                updates[gvar] = func.with_body(mutate(func.body, [((prim.Min, prim.Max), rewriter.min_max)]))
             continue
         splitter = LaneSplitter(VECTOR_MATH)
         try:
