@@ -30,7 +30,6 @@ LANES = tuple(n for n in range(2, 17) if n != 3)
 CONVERT_PREFIX = "jitflow_cvt_"
 VLOAD_PREFIX = "jitflow_vload_"
 STATIC_HANDLE_PREFIX = "jitflow_static_handle_"
-MIN_MAX_PREFIX = "jitflow_"
 MARK = "/* jitflow C prelude */"
 END_MARK = "/* end of jitflow C prelude */"
 
@@ -76,7 +75,7 @@ def min_max_helper(which: str, dtype) -> str | None:
     element = _SCALAR_NAMES.get((dtype.type_code, dtype.bits))
     if element is None or (dtype.lanes > 1 and (dtype.lanes not in LANES or element not in _BITS_OF)):
         return None
-    return f"{MIN_MAX_PREFIX}{which}_{element}" + (f"_x{dtype.lanes}" if dtype.lanes > 1 else "")
+    return f"{mathlib.PREFIX}{which}_{element}" + (f"_x{dtype.lanes}" if dtype.lanes > 1 else "")
 
 
 def vector_load(dtype) -> str:
@@ -109,7 +108,7 @@ _DTYPE = rf"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:{_LANE_COUNTS})"
 _CONVERT_RE = re.compile(rf"\b{CONVERT_PREFIX}({_DTYPE})_({_DTYPE})\b")
 _HANDLE_RE = re.compile(rf"\b{STATIC_HANDLE_PREFIX}(\d+)\b")
 _VLOAD_RE = re.compile(rf"\b{VLOAD_PREFIX}(\w+)\(")
-_MIN_MAX_RE = re.compile(rf"\b{MIN_MAX_PREFIX}(min|max)_([a-z0-9_]+?)(?:_x(\d+))?\(")
+_MIN_MAX_RE = re.compile(rf"\b{mathlib.PREFIX}(min|max)_([a-z0-9_]+?)(?:_x(\d+))?\(")
 _DTYPE_PARTS = re.compile(r"(u?int|float)(\d+)x(\d+)")
 
 
@@ -132,12 +131,12 @@ def module_helpers(source: str) -> str:
     for vec in sorted(set(_VLOAD_RE.findall(source)) if VLOAD_PREFIX in source else ()):
         element = vec.rstrip("0123456789")           # TVM declares the call with the element's pointer type
         out.append(f"static inline {vec} {VLOAD_PREFIX}{vec}({element}* p) {{ return *({vec}*)p; }}")
-    for which, element, lanes in sorted(set(_MIN_MAX_RE.findall(source)) if MIN_MAX_PREFIX in source else ()):
+    for which, element, lanes in sorted(set(_MIN_MAX_RE.findall(source))):
         if element not in _SCALAR_NAMES.values():
             continue
         ctype, suffix = (f"{element}{lanes}", f"_x{lanes}") if lanes else (element, "")
         op = ">" if which == "max" else "<"
-        out.append(f"static inline {ctype} {MIN_MAX_PREFIX}{which}_{element}{suffix}({ctype} a, {ctype} b) "
+        out.append(f"static inline {ctype} {mathlib.PREFIX}{which}_{element}{suffix}({ctype} a, {ctype} b) "
                    f"{{ return a {op} b ? a : b; }}")
     for n in sorted({int(n) for n in handles}):
         out.append(f"static void* {STATIC_HANDLE_PREFIX}slot_{n} = (void*)0;")

@@ -23,6 +23,7 @@ ConvertSSA gives each copy's bindings their own variables: C refuses a name decl
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from .vector_ir import lanes_of
@@ -44,15 +45,19 @@ class _Uses:
 
     def __init__(self, body: Any) -> None:
         import tvm
+
+        self.tvm, self._body = tvm, body
+        self._memo: dict[tuple[Any, Any], bool] = {}
+
+    @cached_property
+    def bound(self) -> dict[Any, Any]:
+        """Each bound variable's value: read on the first question (most functions have no loop to ask about)."""
         import tvm_ffi
 
-        self.tvm, self.bound = tvm, {}
-
-        def bind(node: Any) -> None:
-            self.bound[node.var] = node.value
-
-        tvm_ffi.structural_walk(body, [(tvm.tirx.Bind, bind)], order="pre")
-        self._memo: dict[tuple[Any, Any], bool] = {}
+        out: dict[Any, Any] = {}
+        tvm_ffi.structural_walk(self._body, [(self.tvm.tirx.Bind, lambda node: out.__setitem__(node.var, node.value))],
+                                order="pre")
+        return out
 
     def depends(self, expr: Any, var: Any) -> bool:
         import tvm_ffi
