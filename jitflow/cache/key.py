@@ -138,8 +138,13 @@ def cache_key(mod: Any, spec: TargetSpec, settings: Settings, options: BuildOpti
     """The key of building `mod` for `spec` with these settings and options (see the module's
     docstring); for CUDA, `options.cuda_floor` must be resolved already."""
     text = module_text(mod)
-    versions = dict(tool_versions(spec, settings.cuda_compiler), recipe=recipe.digest())
-    return _hashed(text, spec, _option_inputs(text, spec, settings, options, in_process), versions)
+    return _hashed(text, spec, _option_inputs(text, spec, settings, options, in_process), versions_of(spec, settings))
+
+
+def versions_of(spec: TargetSpec, settings: Settings) -> dict[str, str]:
+    """The key's `versions` in this process for a target: the tools' and jitflow's own recipe (what a
+    rollout check compares an entry's recorded versions with)."""
+    return dict(tool_versions(spec, settings.cuda_compiler), recipe=recipe.digest())
 
 
 def _option_inputs(ir_text: str, spec: TargetSpec, settings: Settings, options: BuildOptions,

@@ -19,26 +19,10 @@ from ..errors import KeyMismatchError
 MAX_ENTRY_BYTES = 1 << 30
 
 
-def key_difference(mine: Any, theirs: Any, path: str = "") -> list[str]:
-    """Where two keys' inputs differ, as 'path: here X, caller Y' lines (the first few)."""
-    if isinstance(mine, dict) and isinstance(theirs, dict):
-        out: list[str] = []
-        for name in sorted(set(mine) | set(theirs), key=str):
-            out += key_difference(mine.get(name), theirs.get(name), f"{path}.{name}" if path else str(name))
-        return out[:6]
-    if mine == theirs:
-        return []
-    return [f"{path or 'inputs'}: here {_short(mine)}, in the caller {_short(theirs)}"]
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
     """Build one request (request.py); returns plain data: ok, outcome, the entry's bytes or
     in_place, or the error and its type (refused: the key differed)."""
+    from ..cache import key_diff
     from ..cache.entry import as_json
     from ..cache.shared import entry_format
 
@@ -50,7 +34,7 @@ def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
         exe = executable(wire, list(weights))
         mine = exe.cache_key
         if mine.digest != wire["key"]:
-            diff = key_difference(as_json(mine.inputs), as_json(wire["inputs"]))
+            diff = key_diff.lines(as_json(mine.inputs), as_json(wire["inputs"]), "in the caller")
             raise KeyMismatchError(wire["key"], mine.digest, diff)
         info = exe.build(wire.get("timeout_s"))
         folder = Path(info.library).parent            # root/entries/<shard>/<key>/lib.so

@@ -16,7 +16,8 @@ import kernels
 import numpy as np
 import pytest
 import tvm
-from conftest import ROOT, TESTS, module_cache, needs_root, run_python
+from conftest import module_cache, needs_root, run_python
+from other_user import other_user
 
 import jitflow
 from jitflow.cache.shared import backend
@@ -139,21 +140,18 @@ def test_readonly_on_a_read_only_mount_hits_and_misses_without_a_fallback(built,
     assert not [p for p in temporary.iterdir() if p.name.startswith("jitflow-")]
 
 
-@needs_root
 def test_readonly_as_another_user_on_a_folder_root_owns(built):
-    """A cache unpacked by root (an image's build step) and served by a user who may only read it."""
+    """A cache unpacked by root (an image's build step) and served by a user who may only read it
+    (the checkout reached through other_user: a clone in a private folder works too)."""
+    user = other_user()
     top = Path(tempfile.mkdtemp(prefix="jitflow-readonly-test-"))
     try:
         top.chmod(0o755)
         cache = _copy(built, top / "cache")
         subprocess.run(["chmod", "-R", "go+rX", str(cache)], check=True)
         before = listing(cache)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-                   HOME=str(top / "no-home"), PYTHONDONTWRITEBYTECODE="1",
-                   **_env(cache, top / "zig-never"))
-        command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                   sys.executable, "-c", textwrap.dedent(RUN)]
-        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=top)
+        env = user.env(HOME=str(top / "no-home"), **_env(cache, top / "zig-never"))
+        proc = user.run(["-c", textwrap.dedent(RUN)], env=env, cwd=top)
         assert proc.returncode == 0, proc.stderr
         _check_run(proc.stdout, cache)
         assert listing(cache) == before and not (top / "zig-never").exists()
