@@ -221,7 +221,7 @@ def section(rep: Any, name: str, as_json: bool) -> str:
                               indent=1, sort_keys=True)
         return "\n".join(report_text.header(rep) + [""] + report_text.kernels_section(rep))
     if as_json:
-        keys = ("allocations", "allocation_totals", "copies", "symbols", "model")
+        keys = ("allocations", "allocation_totals", "copies", "symbols", "model", "shape")
         return json.dumps({k: d[k] for k in keys}, indent=1, sort_keys=True)
     return "\n".join(report_text.memory_section(rep) + [""] + report_text.host_section(rep))
 
@@ -263,7 +263,7 @@ def _diff(args: argparse.Namespace, shape: dict[str, int]) -> int:
     label_b = b + "".join(f" {flag} {_b_value(args, flag)}" for flag in _b_given(args))
     result = diff(ra, rb, a, label_b)
     if args.html:
-        written = _write(args, "html", page.document(f"jitflow inspect --diff {a} {label_b}",
+        written = _write(args, "html", page.document(f"jitflow inspect --diff {a} {label_b}{ra.at}",
                                                      ra.plans("a: ") + rb.plans("b: "), str(result)))
         _written(written, "both memory plans, on one scale")
     print(result.to_json() if args.json else result)

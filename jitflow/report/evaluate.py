@@ -3,7 +3,8 @@ bound to numbers (`rep.evaluate(n=32, s=128)`, `jitflow inspect SPEC --shape n=3
 
 Each value is rebuilt with its expressions bound (c_expr's Expr.bind): an expression whose symbols
 are all given becomes a number, one with a symbol left out stays symbolic. A name that no size of
-the report uses is an error that lists the symbols it has.
+the report uses is an error that lists the symbols it has, and so is one bound already (the
+report keeps the shape it was evaluated at, to say it wherever it is shown).
 """
 from __future__ import annotations
 
@@ -50,9 +51,15 @@ def symbols_in(value: Any) -> set[str]:
     return set()
 
 
-def check_names(shape: Mapping[str, int], known: Iterable[str]) -> None:
-    """Refuse a symbol the report does not have, and a value that is not a whole number >= 0."""
+def check_names(shape: Mapping[str, int], known: Iterable[str], bound: Mapping[str, int] | None = None) -> None:
+    """Refuse a symbol the report does not have or has bound already (`bound`: the shape it is at),
+    and a value that is not a whole number >= 0."""
     names = sorted(set(known))
+    again = [k for k in shape if k in (bound or {})]
+    if again:
+        at = ", ".join(f"{k} = {bound[k]}" for k in again)  # type: ignore[index]
+        raise InvalidInputError(f"this report is at {at} already: evaluate the report it was made from "
+                                f"(rep.evaluate returns a new report and leaves its own unchanged)")
     unknown = [k for k in shape if k not in names]
     if unknown:
         have = f"its symbols are {', '.join(names)}" if names else "its sizes are all numbers already"

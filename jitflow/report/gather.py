@@ -96,7 +96,7 @@ def inspect_folder(folder: Path, meta: dict[str, Any], origin: str, build: str |
         library=_library_facts(library, str(library) if keep_paths else None, notes),
         target=target, key=meta.get("key"), build=build,
         functions=tuple(host.functions) if host else None,
-        symbols=dict(host.symbols) if host else {},
+        symbols={**(host.symbols if host else {}), **(model.symbols if model else {})},   # the caller's names
         kernels=tuple(kernels),
         allocations=tuple(host.allocations) if host else None,
         copies=tuple(host.copies) if host else None,

@@ -1,10 +1,12 @@
 """The plain-text form of a model's memory plan (ModelMemory): start-up, then each VM function per call."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..formats import c_expr
 from ..text.format import plural, table
 from .memory_plan import DEPENDS, ModelMemory, ModelStorage, VMFunction
-from .text import dims, size_text, where
+from .text import dims, size_text, symbols_text, where
 
 
 def size_or_depends(size: object) -> str:
@@ -95,15 +97,16 @@ def function_section(f: VMFunction) -> list[str]:
     return ["  " + line if not line.startswith("    ") else line for line in out]
 
 
-def model_section(model: ModelMemory) -> list[str]:
-    """The model view: what the VM allocates and copies at start-up and on each call."""
+def model_section(model: ModelMemory, shape: Mapping[str, int] | None = None) -> list[str]:
+    """The model view: what the VM allocates and copies at start-up and on each call (`shape`: the
+    symbols the report was evaluated at)."""
     out = [f"model memory (Relax VM on {model.devices[0]}" + (f", host {model.devices[-1]}" if len(model.devices) > 1
                                                                else "") + "):",
            "  " + startup_line(model)]
     for f in model.functions:
         out += function_section(f)
     if model.symbols:
-        out.append("  symbols: " + ", ".join(f"{k} = {v}" for k, v in model.symbols.items()))
+        out.append("  symbols: " + symbols_text(model.symbols, shape or {}))
     if model.not_called:
         out.append(f"  compiled but never called by the bytecode: {', '.join(model.not_called)}")
     out += [f"  note: {n}" for n in model.notes]

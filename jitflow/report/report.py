@@ -59,10 +59,11 @@ class Report:
     ptx: Mapping[str, str] = field(default_factory=dict, repr=False)    # arch -> PTX (made on access)
     sass: Mapping[str, str] = field(default_factory=dict, repr=False)   # arch -> SASS (where tools exist)
     model: ModelMemory | None = None               # a Relax model's memory per call and at start-up
+    shape: dict[str, int] = field(default_factory=dict)     # the shape symbols evaluate() bound: {"n": 32}
 
     _COMPARED = ("origin", "library", "target", "key", "build", "functions", "symbols", "kernels",
                  "allocations", "copies", "parallel", "fatbin", "compatibility", "unknown", "notes", "host_c", "cuda",
-                 "host_c_path", "model")
+                 "host_c_path", "model", "shape")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Report) and all(getattr(self, f) == getattr(other, f) for f in self._COMPARED)
@@ -84,14 +85,23 @@ class Report:
 
     @property
     def shape_symbols(self) -> list[str]:
-        """The shape symbols its sizes depend on (what evaluate() binds)."""
-        return sorted(evaluate.symbols_in(self) | set(self.symbols) | set(self.model.symbols if self.model else ()))
+        """The shape symbols its sizes depend on and not bound yet (what evaluate() binds)."""
+        known = evaluate.symbols_in(self) | set(self.symbols) | set(self.model.symbols if self.model else ())
+        return sorted(known - set(self.shape))
 
     def evaluate(self, **shape: int) -> "Report":
         """A new report with these shape symbols bound (n=32): every size, total, peak and launch
-        dimension that depends only on them becomes a number; the others stay expressions."""
-        evaluate.check_names(shape, self.shape_symbols)
-        return evaluate.bind(self, shape)
+        dimension that depends only on them becomes a number; the others stay expressions. The new
+        report says the shape (`rep.shape`) in its text, JSON, page and timeline."""
+        evaluate.check_names(shape, self.shape_symbols, self.shape)
+        bound = evaluate.bind(self, shape)
+        bound.shape = {**self.shape, **shape}
+        return bound
+
+    @property
+    def at(self) -> str:
+        """' at n = 32' for a report evaluated at a shape, else ''."""
+        return f" at {text.shape_text(self.shape)}" if self.shape else ""
 
     @property
     def name(self) -> str:
@@ -105,16 +115,17 @@ class Report:
             return self.model.devices[0]
         return "cuda" if (self.target or {}).get("kind") == "cuda" or self.kernels else "cpu"
 
-    def timeline(self, path: str | None = None) -> dict[str, Any]:
-        """The memory plan as Chrome trace events (Perfetto, chrome://tracing); written to `path` if
-        given. Sizes must be numbers: evaluate() a symbolic model at a shape first."""
+    def timeline(self, path: str | os.PathLike | None = None) -> dict[str, Any] | Path:
+        """The memory plan as Chrome trace events (Perfetto, chrome://tracing): the document, or,
+        with `path`, the path it was written to (as export_library returns). Sizes must be numbers:
+        evaluate() a symbolic model at a shape first."""
         if self.model is not None:
-            doc = timeline.model_document(self.model, self.name)
+            doc = timeline.model_document(self.model, self.name, self.shape)
         else:
             doc = timeline.host_document(self._host_functions(), self.allocations or (), self.launches, self.device,
-                                         self.name)
+                                         self.name, self.shape)
         if path is not None:
-            write_file(path, chrome_trace.dumps(doc), "rep.timeline", "the timeline", "plan.json")
+            return write_file(path, chrome_trace.dumps(doc), "rep.timeline", "the timeline", "plan.json")
         return doc
 
     def plans(self, label: str = "") -> list[page.Plan]:
@@ -131,11 +142,12 @@ class Report:
         """The picture of the plan as one SVG image."""
         return page.svg(self.plans())
 
-    def html(self, path: str | None = None) -> str:
-        """A self-contained page with the picture and the report's text; written to `path` if given."""
-        doc = page.document(f"jitflow inspect: {self.name}", self.plans(), render(self))
+    def html(self, path: str | os.PathLike | None = None) -> str | Path:
+        """A self-contained page with the picture and the report's text: the page, or, with `path`,
+        the path it was written to (as export_library returns)."""
+        doc = page.document(f"jitflow inspect: {self.name}{self.at}", self.plans(), render(self))
         if path is not None:
-            write_file(path, doc, "rep.html", "the page", "plan.html")
+            return write_file(path, doc, "rep.html", "the page", "plan.html")
         return doc
 
     def _host_functions(self) -> tuple[HostFunction, ...]:
@@ -185,6 +197,7 @@ class Report:
             "notes": list(self.notes),
             "host_c_path": self.host_c_path,
             "model": None if self.model is None else self.model.to_json(),
+            "shape": dict(self.shape),
         }
         if sources:
             out["sources"] = {"host_c": self.host_c, "cuda": self.cuda}
@@ -220,6 +233,7 @@ class Report:
             unknown=tuple(d.get("unknown", ())), notes=tuple(d.get("notes", ())),
             host_c=sources.get("host_c"), cuda=sources.get("cuda"), host_c_path=d.get("host_c_path"),
             model=None if d.get("model") is None else ModelMemory.from_json(d["model"]),
+            shape={k: int(v) for k, v in (d.get("shape") or {}).items()},
         )
 
 
@@ -241,7 +255,8 @@ def plans_svg(reports: Sequence[tuple[str, Report]]) -> str:
 
 def header(rep: Report) -> list[str]:
     """The target, how the library was obtained, the library itself, its fatbin and symbols."""
-    return text.header_lines(rep.target, rep.build, rep.library, rep.fatbin, rep.compatibility, rep.symbols)
+    return text.header_lines(rep.target, rep.build, rep.library, rep.fatbin, rep.compatibility, rep.symbols,
+                             rep.shape)
 
 
 def kernels_section(rep: Report) -> list[str]:
@@ -251,7 +266,8 @@ def kernels_section(rep: Report) -> list[str]:
 def memory_section(rep: Report) -> list[str]:
     """A model's memory plan, or a library of kernels' allocations and copies."""
     if rep.model is not None:
-        return memory_plan_text.model_section(rep.model) + (text.host_copies(rep.copies) if rep.copies else [])
+        return (memory_plan_text.model_section(rep.model, rep.shape)
+                + (text.host_copies(rep.copies) if rep.copies else []))
     return text.allocations_section(rep.allocations, rep.allocation_totals, rep.copies)
 
 
@@ -268,7 +284,7 @@ _SOURCE_NAMES = {"python": {"host": "rep.host_c", "cuda": "rep.cuda", "ptx": "re
 def render(rep: Report, names: str = "python") -> str:
     """The report as text; `names` "cli" names its sources as `jitflow inspect` options."""
     said = _SOURCE_NAMES[names]
-    lines = [f"jitflow inspect: {rep.origin}" + (f" {rep.key[:12]}" if rep.key else "")]
+    lines = [f"jitflow inspect: {rep.origin}" + (f" {rep.key[:12]}" if rep.key else "") + rep.at]
     lines += header(rep)
     for section in (host_section(rep), kernels_section(rep), memory_section(rep)):
         if section:

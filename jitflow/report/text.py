@@ -25,6 +25,16 @@ def dims(values: Sequence[Expr] | None) -> str:
     return "(" + ", ".join(v.text for v in values) + ")"
 
 
+def shape_text(shape: Mapping[str, int]) -> str:
+    """'n = 32, s = 128': the shape a report was evaluated at."""
+    return ", ".join(f"{k} = {v}" for k, v in shape.items())
+
+
+def symbols_text(symbols: Mapping[str, str], shape: Mapping[str, int]) -> str:
+    """'n = 32 (x.shape[0]), s = x.shape[1]': each symbol's value where it is bound, and where it comes from."""
+    return ", ".join(f"{k} = {shape[k]} ({v})" if k in shape else f"{k} = {v}" for k, v in symbols.items())
+
+
 def where(line: int) -> str:
     """A line of the host C, as the text names it."""
     return f"host.c:{line}"
@@ -49,7 +59,7 @@ def _spills(kernel: Kernel) -> str:
 
 def header_lines(target: Mapping[str, Any] | None, build: str | None, library: LibraryFacts,
                  fatbin: Sequence[FatbinEntry], compatibility: Compatibility | None,
-                 symbols: Mapping[str, str]) -> list[str]:
+                 symbols: Mapping[str, str], shape: Mapping[str, int] | None = None) -> list[str]:
     lines = []
     if target:
         what = target["kind"] + (f" {', '.join(target['archs'])}" if target.get("archs") else "")
@@ -74,7 +84,7 @@ def header_lines(target: Mapping[str, Any] | None, build: str | None, library: L
     if compatibility:
         lines.append(compatibility_line(compatibility))
     if symbols:
-        lines.append("symbols: " + ", ".join(f"{k} = {v}" for k, v in symbols.items()))
+        lines.append("symbols: " + symbols_text(symbols, shape or {}))
     return lines
 
 

@@ -4,16 +4,18 @@ track per device with each storage block's lifetime as an async slice, the kerne
 copies in call order, and a counter of the bytes in use whose largest value is the call's peak.
 
 A static plan has no times: each bytecode position (each host-C line of a host function) is given
-STEP microseconds. Sizes must be numbers: a symbolic model is evaluated at a shape first.
+STEP microseconds. Sizes must be numbers: a symbolic model is evaluated at a shape first, and the
+shape is then said in each process's name and in the document's "shape".
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import InvalidInputError
 from ..formats import chrome_trace, lifetimes
 from ..formats.c_expr import Expr
 from .memory_plan import ModelMemory, VMFunction
+from .text import shape_text
 from .types import Allocation, HostFunction, Launch
 
 STEP = 10.0           # microseconds per position
@@ -85,11 +87,17 @@ def _counters(usage: dict[str, list[int]], pid: int) -> list[dict[str, Any]]:
     return events
 
 
-def function_events(f: VMFunction, devices: Sequence[str], pid: int) -> list[dict[str, Any]]:
-    """The events of one VM function (process `pid`)."""
+def _at(shape: Mapping[str, int] | None) -> str:
+    return f" at {shape_text(shape)}" if shape else ""
+
+
+def function_events(f: VMFunction, devices: Sequence[str], pid: int,
+                    shape: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    """The events of one VM function (process `pid`), at `shape` (the symbols bound, to name it)."""
     tids = {d: i + 1 for i, d in enumerate(dict.fromkeys([*devices, *(s.device for s in f.storages)]))}
     length = f.length or 1 + max([s.live[1] for s in f.storages if s.live] + [0])
-    events = [chrome_trace.process_name(f"{f.name} (one call; {STEP:g} us per bytecode position)", pid)]
+    events = [chrome_trace.process_name(f"{f.name} (one call{_at(shape)}; {STEP:g} us per bytecode position)",
+                                        pid)]
     events += [chrome_trace.track_name(t, f"{d}", pid) for d, t in tids.items()]
     for s in f.storages:
         size = number(s.size, f"{f.name} storage #{s.index}")
@@ -106,21 +114,24 @@ def function_events(f: VMFunction, devices: Sequence[str], pid: int) -> list[dic
     return events + _counters(in_use(f), pid)
 
 
-def model_document(model: ModelMemory, label: str) -> dict[str, Any]:
+def model_document(model: ModelMemory, label: str, shape: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """A Relax model: each VM function's call, at `shape` (the symbols the report was evaluated at)."""
     events = []
     for pid, f in enumerate(model.functions, 1):
-        events += function_events(f, model.devices, pid)
+        events += function_events(f, model.devices, pid, shape)
     peaks = {f.name: None if f.peak is None else f.peak.value for f in model.functions}
-    return chrome_trace.document(events, source=label, peak_bytes=peaks)
+    return chrome_trace.document(events, source=label + _at(shape), peak_bytes=peaks, shape=dict(shape or {}))
 
 
 def host_document(functions: Sequence[HostFunction], allocations: Sequence[Allocation],
-                  launches: Sequence[Launch], device: str, label: str) -> dict[str, Any]:
+                  launches: Sequence[Launch], device: str, label: str,
+                  shape: Mapping[str, int] | None = None) -> dict[str, Any]:
     """A library of kernels: each host function's workspaces over its host-C lines, its launches."""
     events = []
     for pid, f in enumerate(functions, 1):
         mine = [a for a in allocations if a.function == f.name]
-        events += [chrome_trace.process_name(f"{f.name} (host.c:{f.line}-{f.end_line}; {STEP:g} us per line)", pid),
+        events += [chrome_trace.process_name(f"{f.name} (host.c:{f.line}-{f.end_line}{_at(shape)}; "
+                                             f"{STEP:g} us per line)", pid),
                    chrome_trace.track_name(1, device, pid)]
         usage = [0] * (f.end_line - f.line + 1)
         for i, a in enumerate(mine):
@@ -132,5 +143,5 @@ def host_document(functions: Sequence[HostFunction], allocations: Sequence[Alloc
                 usage[p] += size
         events += _launches([x for x in launches if x.function == f.name], 1, pid, f.line)
         events += _counters({device: usage}, pid)
-    return chrome_trace.document(events, source=label,
+    return chrome_trace.document(events, source=label + _at(shape), shape=dict(shape or {}),
                                  peak_bytes={f.name: None if f.peak is None else f.peak.value for f in functions})

@@ -12,6 +12,8 @@ calls made through t.call() are split out, the rest is "before the first call" o
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InvalidInputError
@@ -123,10 +125,10 @@ class Trace:
             out["events"] = [event_json(e) for e in self.events]
         return out
 
-    def timeline(self, path: str | None = None) -> dict[str, Any]:
+    def timeline(self, path: str | os.PathLike | None = None) -> dict[str, Any] | Path:
         """The trace as Chrome trace events with CUPTI's times (Perfetto, chrome://tracing): calls,
-        kernels, copies, each allocation's lifetime and the device bytes in use; written to `path`
-        if given."""
+        kernels, copies, each allocation's lifetime and the device bytes in use. The document, or,
+        with `path`, the path it was written to (as export_library returns)."""
         self._done                  # raises until the trace has finished
         doc = timeline.document(self.events, self.windows, f"jitflow trace of {self.function}")
         if path is not None:   # as export_library writes: never into a FIFO or folder, renamed into place
@@ -134,6 +136,7 @@ class Trace:
 
             dest = export_path.destination(path, what="Trace.timeline", written="the timeline", example="trace.json")
             export_path.write_atomically(dest, chrome_trace.dumps(doc), "Trace.timeline")
+            return dest
         return doc
 
     def to_json(self, events: bool = False, indent: int | None = 1) -> str:

@@ -380,7 +380,7 @@ def test_cli_sections_and_json(vecadd, capsys):
     assert cli.main(["inspect", key, "--section", "memory", "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)
     assert memory == {"allocations": [], "allocation_totals": {"count": 0, "bytes": 0}, "copies": [], "symbols": {},
-                      "model": None}
+                      "model": None, "shape": {}}
     assert cli.main(["inspect", key, "--section", "host"]) == 0
     assert capsys.readouterr().out.rstrip("\n") == vecadd.rep.host_c.rstrip("\n")
     assert cli.main(["inspect", key, "--json"]) == 0

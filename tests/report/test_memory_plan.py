@@ -114,6 +114,36 @@ def test_cli_shape(built, capsys, monkeypatch):
     assert "expected NAME=NUMBER" in capsys.readouterr().err
 
 
+def test_a_report_at_a_shape_says_which(built, capsys, monkeypatch):
+    """The text, the JSON and the timeline of a report evaluated at n = 32 say n = 32, and name n by the
+    caller's argument (x.shape[0]) where the host code reads it from an inner buffer (lv.shape[0])."""
+    rep = built.reports["sym_c"]
+    assert rep.symbols == {"n": "x.shape[0]"} == dict(rep.model.symbols) and rep.shape == {}
+    at = rep.evaluate(n=32)
+    assert at.shape == {"n": 32} and at.shape_symbols == [] and rep.shape == {}
+    lines = str(at).splitlines()
+    assert lines[0] == f"jitflow inspect: build {built.exes['sym_c'].key[:12]} at n = 32"
+    assert "symbols: n = 32 (x.shape[0])" in lines                       # the header
+    assert "  symbols: n = 32 (x.shape[0])" in lines                     # the model section
+    assert "symbols: n = x.shape[0]" in str(rep).splitlines()            # not evaluated: as before
+    d = json.loads(at.to_json(sources=False))
+    assert d["shape"] == {"n": 32} and d["symbols"] == {"n": "x.shape[0]"}
+    assert json.loads(rep.to_json(sources=False))["shape"] == {}
+    assert Report.from_json(at.to_json()) == at and Report.from_json(at.to_json()) != rep
+    doc = at.timeline()
+    assert doc["otherData"]["shape"] == {"n": 32} and doc["otherData"]["source"].endswith(" at n = 32")
+    names = [e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"]
+    assert names == ["main (one call at n = 32; 10 us per bytecode position)"]
+    with pytest.raises(jitflow.errors.InvalidInputError, match="this report is at n = 32 already"):
+        at.evaluate(n=64)
+    monkeypatch.setenv("JITFLOW_CACHE_DIR", str(built.cache))
+    key = built.exes["sym_c"].key[:12]
+    assert cli.main(["inspect", key, "--shape", "n=32", "--section", "memory", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["shape"] == {"n": 32}
+    assert cli.main(["inspect", key, "--shape", "n=32", "--section", "kernels"]) == 0
+    assert "symbols: n = 32 (x.shape[0])" in capsys.readouterr().out.splitlines()
+
+
 def test_a_shape_beyond_64_bits_is_a_clear_error(built, capsys, monkeypatch):
     monkeypatch.setenv("JITFLOW_CACHE_DIR", str(built.cache))
     key = built.exes["two_c"].key[:12]
@@ -261,6 +291,17 @@ def test_timeline_is_chrome_trace_events_with_the_peak(built, tmp_path, capsys, 
     assert cli.main(["inspect", key, "--timeline", str(tmp_path / "t.json"), "--shape", "n=100"]) == 0
     events = chrome_events.check(json.loads((tmp_path / "t.json").read_text()))
     assert chrome_events.counter_max(events) == 3200
+
+
+def test_given_a_path_timeline_and_html_return_the_path(built, tmp_path):
+    """As export_library: with a path, the path written (not the whole document, which floods a
+    REPL); without one, the document."""
+    rep = built.reports["mlp_c"]
+    assert rep.timeline(tmp_path / "plan.json") == tmp_path / "plan.json"
+    assert json.loads((tmp_path / "plan.json").read_text()) == rep.timeline()
+    written = rep.html(str(tmp_path / "plan.html"))
+    assert written == tmp_path / "plan.html" and written.read_text() == rep.html()
+    assert isinstance(rep.html(), str) and rep.html().startswith("<!DOCTYPE html>")
 
 
 def test_host_function_timeline_of_a_kernel_library(cache_dir):

@@ -2,6 +2,7 @@
 and the peak label drawn, the page's script run, nothing loaded from the network; and the SVG."""
 from __future__ import annotations
 
+import json
 import re
 import xml.dom.minidom
 
@@ -54,6 +55,27 @@ def test_diff_page_has_both_plans_on_one_scale(reports, tmp_path, capsys, monkey
     assert re.findall(r'<text class="peak-label"[^>]*>([^<]*)</text>', dom) == ["peak 20480 B (20.0 KiB)",
                                                                                   "peak 80 B"]
     assert "a: main: one call" in dom and "b: main: one call" in dom
+
+
+def test_a_page_and_timeline_at_a_shape_say_which(reports, tmp_path, capsys):
+    """--shape n=32 with --html and --timeline: the page's title and header, its text, and the
+    timeline say n = 32 (the header names n by the caller's argument, x.shape[0])."""
+    path = tmp_path / "model.py"
+    path.write_text("import models\nsym = models.symbolic_mlp()\n")
+    page, timeline = tmp_path / "plan.html", tmp_path / "plan.json"
+    assert cli.main(["inspect", f"{path}:sym", "--target", "c", "--shape", "n=32", "--html", str(page),
+                     "--timeline", str(timeline)]) == 0
+    dom = browser.dump_dom(page)
+    title = re.search(r"<title>([^<]*)</title>", dom).group(1)
+    assert re.fullmatch(r"jitflow inspect: [0-9a-f]{12} at n = 32", title)
+    assert f"<h1>{title}</h1>" in dom and "symbols: n = 32 (x.shape[0])" in dom and "lv.shape" not in dom
+    assert '<p id="status">drawn: 3 blocks; peak 2048 B (2.0 KiB)</p>' in dom
+    doc = json.loads(timeline.read_text())
+    assert doc["otherData"]["shape"] == {"n": 32}
+    assert cli.main(["inspect", "--diff", f"{path}:sym", f"{path}:sym", "--target", "c", "--shape", "n=32",
+                     "--html", str(page)]) == 0
+    assert re.search(r"<title>([^<]*)</title>", browser.dump_dom(page)).group(1).endswith(" at n = 32")
+    capsys.readouterr()
 
 
 def test_svg_is_one_image(reports):

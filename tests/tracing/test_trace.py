@@ -244,7 +244,7 @@ def test_a_kernel_record_says_whether_a_cuda_graph_launched_it():
     assert event.graph_id == 7 and event.replayed and event.to_json()["replayed"] is True
 
 
-def test_bytes_in_use_and_the_timeline_of_a_trace(mlp_report):
+def test_bytes_in_use_and_the_timeline_of_a_trace(mlp_report, tmp_path):
     events = [MemoryEvent("allocation", "device", 100, 1, 10), MemoryEvent("allocation", "device", 50, 2, 11),
               MemoryEvent("release", "device", 100, 1, 12), MemoryEvent("allocation", "device", 70, 3, 13),
               MemoryEvent("release", "device", 4096, 99, 14),              # allocated before: counts as nothing
@@ -262,6 +262,8 @@ def test_bytes_in_use_and_the_timeline_of_a_trace(mlp_report):
     assert chrome_events.counter_max(events) == 640
     assert [e["name"] for e in events if e["ph"] == "X"] == ["call 1", "fused_matmul_add_relu_kernel"]
     assert sum(1 for e in events if e["ph"] == "b") == 2          # each allocation's lifetime, released or not
+    assert t.timeline(tmp_path / "trace.json") == tmp_path / "trace.json"     # the path, not the document
+    assert json.loads((tmp_path / "trace.json").read_text()) == t.timeline()
 
 
 def test_a_cuda_graph_trace_against_its_report(tmp_path_factory, zig_cache, shared_cache):
