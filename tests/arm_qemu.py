@@ -1,43 +1,76 @@
-"""Running aarch64 CPU libraries under qemu: the C test driver built for aarch64, and one call through it."""
+"""Running aarch64 CPU libraries under qemu with the commands docs/shipping.md gives ("Trying an Arm
+CPU library on an x86-64 machine"), as written: the C test driver built for aarch64 by the ziglang
+wheel's zig cc, and calls through it under `qemu-aarch64 -L ...`. The tests use the doc's commands,
+so the doc's recipe is the one that runs."""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TESTS
-
-from jitflow.toolchain.zig_cc import zig as zig_cc
+from conftest import ROOT, TESTS
 
 ARM = "aarch64-linux-gnu"
 DRIVER = TESTS / "data" / "ffi_driver.c"
+SHIPPING = ROOT / "docs" / "shipping.md"
+#: the end of the comment before the recipe's block in docs/shipping.md
+RECIPE_MARK = "tests/targets/test_hosts.py runs it as written -->"
 
 
-def sysroot() -> Path | None:
-    """A folder holding an aarch64 glibc (Debian's libc6-arm64-cross), for qemu's -L."""
-    for folder in (os.environ.get("QEMU_LD_PREFIX"), "/usr/aarch64-linux-gnu"):
-        if folder and (Path(folder) / "lib" / "ld-linux-aarch64.so.1").exists():
-            return Path(folder)
-    return None
+def recipe() -> list[str]:
+    """The lines of the doc's recipe (its ```sh block), as written."""
+    lines = SHIPPING.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.endswith(RECIPE_MARK))
+    assert lines[at + 1] == "```sh", f"{SHIPPING.name}:{at + 2}: the qemu recipe is not a ```sh block"
+    return lines[at + 2:lines.index("```", at + 2)]
+
+
+def printed(lines: list[str]) -> str:
+    """What the recipe's lines print, as their `# prints TEXT` comments say."""
+    return "".join(m.group(1) + "\n" for line in lines if (m := re.search(r"# prints (.*)$", line)))
+
+
+def _qemu_prefix() -> list[str]:
+    """`qemu-aarch64 -L FOLDER` as the recipe runs it; skips the test where qemu or the folder is missing."""
+    words = shlex.split(next(line for line in recipe() if line.startswith("qemu-aarch64 ")), comments=True)
+    assert words[1] == "-L", words
+    if shutil.which(words[0]) is None:
+        pytest.skip("qemu-aarch64 is not installed (Debian: apt-get install qemu-user)")
+    if not (Path(words[2]) / "lib" / "ld-linux-aarch64.so.1").exists():
+        pytest.skip(f"no aarch64 glibc in {words[2]} for qemu to load (Debian: apt-get install libc6-arm64-cross)")
+    return words[:3]
+
+
+def run_recipe(lines: list[str], folder: Path, zig_cache: Path) -> subprocess.CompletedProcess:
+    """Run recipe lines in `folder` (given a copy of ffi_driver.c) as a reader's shell would, with this
+    interpreter as `python` and the test session's zig cache; skips the test without qemu."""
+    _qemu_prefix()
+    shutil.copyfile(DRIVER, folder / "ffi_driver.c")
+    bin_dir = folder / ".bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+               ZIG_GLOBAL_CACHE_DIR=str(zig_cache), ZIG_LOCAL_CACHE_DIR=str(zig_cache))
+    return subprocess.run(["bash", "-e", "-c", "\n".join(lines)], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def build_driver(folder: Path, zig_cache: Path) -> list[str]:
-    """The driver built for aarch64 in `folder`, as the command that runs it; skips the test without qemu."""
-    qemu = shutil.which("qemu-aarch64")
-    if qemu is None:
-        pytest.skip("qemu-aarch64 is not installed (Debian: apt-get install qemu-user)")
-    root = sysroot()
-    if root is None:
-        pytest.skip("no aarch64 glibc for qemu to load (Debian: apt-get install libc6-arm64-cross)")
-    import tvm_ffi.libinfo
-
-    zig_cc.run(["-target", zig_cc.ZIG_TARGETS[ARM], "-O1", "-rdynamic",
-                f"-I{tvm_ffi.libinfo.find_include_path()}", f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}",
-                str(DRIVER), "-ldl", "-lpthread", "-o", "ffi_driver"], cwd=folder, zig_cache=zig_cache)
-    return [qemu, "-L", str(root), str(folder / "ffi_driver")]
+    """The driver built for aarch64 in `folder` by the recipe's commands, as the command that runs it
+    under qemu; skips the test without qemu."""
+    lines = recipe()
+    built = next(i for i, line in enumerate(lines) if "-o ffi_driver" in line)
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = run_recipe(lines[:built + 1], folder, zig_cache)
+    assert proc.returncode == 0, f"building the driver as docs/shipping.md says failed:\n{proc.stderr}"
+    return [*_qemu_prefix(), str(folder / "ffi_driver")]
 
 
 def call(driver: list[str], library: Path, arrays: list[np.ndarray], folder: Path,

@@ -150,6 +150,16 @@ def test_aarch64_kernels_run_under_qemu(cache_dir, tmp_path, arm_driver):
         np.testing.assert_allclose(after[-1], expected, rtol=1e-5)
 
 
+def test_the_qemu_recipe_of_the_shipping_doc_runs_as_written(cache_dir, zig_cache, tmp_path):
+    """docs/shipping.md's commands, run in turn in a folder holding ffi_driver.c and the vector add
+    it names: the driver built, the inputs written, one call under qemu, C = A + B printed."""
+    jitflow.compile(kernels.vecadd(1024), "c", host=ARM).export_library(tmp_path / "vecadd_arm_cpu.so")
+    lines = arm_qemu.recipe()
+    proc = arm_qemu.run_recipe(lines, tmp_path, zig_cache)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == arm_qemu.printed(lines) == "ok 3\n[3. 3. 3. 3.]\n"
+
+
 def test_aarch64_kernel_errors_reach_the_caller_under_qemu(cache_dir, tmp_path, arm_driver):
     lib = jitflow.compile(kernels.axpb(2.0, 64), "c", host=ARM).export_library(tmp_path / "axpb.so")
     proc, (_, c) = arm_qemu.call(arm_driver, lib, [np.ones(32, "float32"), np.zeros(64, "float32")], tmp_path)
