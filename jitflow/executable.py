@@ -11,14 +11,16 @@ from typing import Any
 
 from . import config, pipeline
 from .cache import location
+from .cache.entry import Entry
 from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
-from .files import export_path
+from .files import export_args, export_path
 from .formats import VM_KIND
 from .inputs import ir_module, pass_context
 from .options import BuildOptions, InProcess, check_tir_pipeline, relax_pipeline_of
 from .pipeline import BuildInfo
 from .runtime import cpu_features
+from .runtime.library_module import keep_host_c
 from .runtime.load import load, load_library  # noqa: F401  (jitflow.load lives with the loader)
 from .targets import TargetSpec, machine_host, resolve_target
 from .targets import reading as target_reading
@@ -210,6 +212,7 @@ class Executable(_tvms_executable()):
                 return self._module
             with self._obtain(fresh=fresh) as got:
                 module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
+                keep_host_c(module, Entry(got.library.path.parent).host_c)   # module.inspect_source()
             self._module = module
             if shared:
                 with _LOADED_LOCK:
@@ -269,9 +272,11 @@ class Executable(_tvms_executable()):
 
         return trace_executable(self, fn, args, calls, device, memory_cfg)
 
-    def export_library(self, path: str | os.PathLike) -> Path:
+    def export_library(self, path: str | os.PathLike, **tvm_args: Any) -> Path:
         """Write the library to `path` (atomically); it loads with the TVM runtime alone. A name
-        ending in a suffix of another format (.tar, .tar.gz, .zip, .o, .a, ...) is refused."""
+        ending in a suffix of another format (.tar, .tar.gz, .zip, .o, .a, ...) is refused, and so
+        are TVM's keyword arguments (fcompile, ...) but at their defaults (files/export_args.py)."""
+        export_args.check(tvm_args)
         dest = export_path.destination(path)   # a regular file or a new name, in a folder that exists
         export_path.check_library_name(dest)   # not x.tar, x.o: what is written is a .so
         with self._lock:

@@ -105,6 +105,43 @@ def test_export_refuses_a_name_that_promises_another_format(cache_dir, tmp_path,
         assert exe.export_library(tmp_path / fine).read_bytes()[:4] == b"\x7fELF"
 
 
+def test_export_takes_tvms_arguments_at_their_defaults_and_refuses_the_others(cache_dir, tmp_path):
+    """TVM's Executable.export_library(file_name, *, fcompile, addons, workspace_dir, **kwargs for
+    fcompile) and its Module's fpack_imports: at their defaults they ask for nothing, and are taken; a
+    value is a jitflow InvalidInputError naming the argument (TVM's habit met a bare TypeError)."""
+    exe = jitflow.compile(kernels.axpb(6.0), "c")
+    refused = {"fcompile": (print, "compiles and links the library when it builds it"),
+               "fpack_imports": (print, "packs the device code"), "addons": (["extra.o"], "links the library"),
+               "options": (["-O3"], "hands extra keyword arguments to fcompile"),
+               "cc": ("g++", "hands extra keyword arguments to fcompile"),
+               "workspace_dir": (3, "give a folder")}
+    for name, (value, why) in refused.items():
+        with pytest.raises(jitflow.errors.InvalidInputError, match=f"export_library: {name}=.*{why}"):
+            exe.export_library(tmp_path / "x.so", **{name: value})
+    assert exe.build_info is None and not (tmp_path / "x.so").exists()     # refused before anything was built
+    out = exe.export_library(tmp_path / "x.so", fcompile=None, fpack_imports=None, addons=[],
+                             workspace_dir=str(tmp_path))
+    assert out == tmp_path / "x.so" and out.read_bytes()[:4] == b"\x7fELF"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["x.so"]
+
+
+def test_inspect_source_of_a_jitted_library_is_its_host_c(cache_dir, tmp_path, monkeypatch):
+    """As TVM's C-built module answers: the host C the build kept (it was ''); where the library has
+    none to show, an error that says where the C is."""
+    exe = jitflow.compile(kernels.axpb(6.0), "c")
+    lib = exe.jit()
+    host_c = lib.inspect_source()
+    assert host_c == lib.inspect_source("c") == exe.inspect().host_c and "__tvm_ffi_main" in host_c
+    assert lib.inspect_source("ll") == ""                       # another format: TVM's answer
+    loaded = jitflow.load(exe.export_library(tmp_path / "axpb.so"))
+    with pytest.raises(jitflow.errors.InvalidInputError, match=r"does not carry its host C: exe.inspect\(\).host_c"):
+        loaded.inspect_source()
+    monkeypatch.setenv("JITFLOW_CACHE", "0")
+    uncached = jitflow.compile(kernels.axpb(7.0), "c").jit()     # its build folder is gone once loaded
+    with pytest.raises(jitflow.errors.InvalidInputError, match=r"no longer at .*exe.inspect\(\).host_c"):
+        uncached.inspect_source()
+
+
 def test_float16_on_the_cpu(cache_dir):
     a = np.random.rand(256).astype("float16")
     b = np.random.rand(256).astype("float16")
