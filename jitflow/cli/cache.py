@@ -36,10 +36,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         cache_dir_option(action, argparse.SUPPRESS)   # also after the action: cache ls --cache-dir DIR
 
 
+def _named_folder_exists(settings: Any) -> None:
+    """Refuse a cache folder that was named (--cache-dir, JITFLOW_CACHE_DIR) and does not exist: a
+    typo, not an empty cache. The default folder may not exist yet (nothing built): that is no entries."""
+    from ..config import default_cache_dir
+    from ..errors import InvalidInputError
+
+    folder = settings.cache_dir
+    if not folder.exists() and not folder.is_symlink() and folder != default_cache_dir():
+        raise InvalidInputError(f"{folder} does not exist: no cache is there (--cache-dir, else JITFLOW_CACHE_DIR, "
+                                "names the cache folder; a build creates it)")
+
+
 def run_ls(args: argparse.Namespace) -> int:
     from ..cache.admin import entries
 
     settings, cache = open_cache(args)
+    _named_folder_exists(settings)
     rows = sorted(entries(cache), key=lambda e: e.last_used, reverse=True)
     if args.json:
         print(dumps({"schema": LS_SCHEMA, "location": str(settings.cache_dir),

@@ -29,9 +29,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _command_parser(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the sub-command the arguments name (`cache ls`'s for `jitflow cache ls ...`)."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
+            return _command_parser(action.choices[getattr(args, action.dest)], args)
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
-    args = p.parse_args(argv)
+    args, unknown = p.parse_known_args(argv)
+    if unknown:     # said with the sub-command's usage (argparse would show only the top-level one)
+        _command_parser(p, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         p.print_help(sys.stderr)
         return EXIT_USAGE

@@ -104,6 +104,34 @@ def test_cache_info_counts_zig_and_shows_hosts_with_the_option_anywhere(built, z
     assert d["total_size"] == d["size"] + zig_bytes and d["cap"] == 4 << 30
 
 
+def test_cache_ls_of_a_named_folder_that_does_not_exist_says_so(built, tmp_path):
+    """A typo in --cache-dir or JITFLOW_CACHE_DIR is not an empty cache (it said `no entries in ...`,
+    status 0); the default folder before anything is built still is."""
+    env = built[0]
+    missing = tmp_path / "cahce"
+    for args, extra in (((), {"JITFLOW_CACHE_DIR": str(missing)}), (("--cache-dir", str(missing)), {}),
+                        (("--json", "--cache-dir", str(missing)), {})):
+        out = jf("cache", "ls", *args, env={**env, **extra})
+        assert (out.returncode, out.stdout) == (2, "")
+        assert out.stderr == f"jitflow: error: {missing} does not exist: no cache is there (--cache-dir, else " \
+                             "JITFLOW_CACHE_DIR, names the cache folder; a build creates it)\n"
+    assert not missing.exists()
+    fresh = jf("cache", "ls", env=dict(env, JITFLOW_CACHE_DIR="", XDG_CACHE_HOME=str(tmp_path / "home-cache")))
+    assert (fresh.returncode, fresh.stdout) == (0, f"no entries in {tmp_path / 'home-cache' / 'jitflow'}\n")
+
+
+@pytest.mark.parametrize("args, usage", [(["cache", "ls", "--jsn"], "usage: jitflow cache ls [-h] [--json]"),
+                                         (["cache", "--jsn", "ls"], "usage: jitflow cache ls "),
+                                         (["inspect", "x.py:f", "--jsn"], "usage: jitflow inspect [-h]"),
+                                         (["doctor", "--jsn"], "usage: jitflow doctor [-h]"),
+                                         (["--jsn"], "usage: jitflow [-h] [--version] COMMAND")])
+def test_an_unknown_argument_is_shown_with_its_commands_usage(args, usage):
+    """As argparse does for a sub-command's other wrong arguments (it showed the top-level usage here)."""
+    out = jf(*args)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.startswith(usage)
+    assert out.stderr.endswith(": error: unrecognized arguments: --jsn\n")
+
+
 def test_a_cache_folder_that_is_a_file_fails_info_doctor_and_ls(tmp_path, zig_cache):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
