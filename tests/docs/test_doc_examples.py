@@ -255,6 +255,28 @@ def test_doc_examples(doc, folders):
     assert not failed, "\n\n".join(failed)
 
 
+def sections(doc: Path) -> list[tuple[str, str]]:
+    """(heading, text) of each section of a document (a heading inside a fenced block is code)."""
+    found, heading, text, fenced = [], "", [], False
+    for line in doc.read_text().splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(r"#{1,6} ", line):
+            found.append((heading, "\n".join(text)))
+            heading, text = line, []
+        else:
+            text.append(line)
+    return found + [(heading, "\n".join(text))]
+
+
+def test_where_a_key_is_shown_the_doc_says_keys_depend_on_the_installed_versions():
+    """A reader's keys differ from those shown (they change with TVM, jitflow, zig, the CUDA compiler):
+    each section that shows one says why."""
+    showing = {(doc.name, heading) for doc in DOCS for heading, text in sections(doc) if KEY.search(text)}
+    silent = {(doc.name, heading) for doc in DOCS for heading, text in sections(doc)
+              if KEY.search(text) and "installed versions" not in " ".join(text.split())}
+    assert ("README.md", "## Quickstart") in showing and silent == set()
+
+
 #: what the README calls public besides what `jitflow` itself exports
 PUBLIC_MODULES = ("errors", "report", "tracing", "meta_schedule", "cache.pack", "cache.unpack", "runtime.compat.SimulatedGpu",
                   "runtime.compat.check_library", "runtime.cpu_features.simulated")
