@@ -36,6 +36,7 @@ import itertools
 import types
 from typing import Any
 
+from ..text.format import article
 from .lowering_rules import foreign_rules
 
 #: global functions each target's code generator calls when they exist
@@ -186,7 +187,7 @@ class _Values:
 
                 return f"{kind}:{tvm_ffi.structural_hash(value)}"
             except Exception:  # noqa: BLE001 - an object TVM cannot hash structurally
-                raise Unkeyable(f"{where} holds a {kind} object, which the key cannot name") from None
+                raise Unkeyable(f"{where} holds {article(kind)} {kind} object, which the key cannot name") from None
         return self._state(value, kind, depth, where)
 
     def _state(self, value: Any, kind: str, depth: int, where: str) -> str:
@@ -196,8 +197,8 @@ class _Values:
         try:
             reduced = value.__reduce_ex__(4)
         except Exception as exc:  # noqa: BLE001 - pickle's refusal is the reason
-            raise Unkeyable(f"{where} holds a {kind} object, which the key cannot name: it has no state to "
-                            f"name it by ({str(exc)[:120]})") from None
+            raise Unkeyable(f"{where} holds {article(kind)} {kind} object, which the key cannot name: it has no "
+                            f"state to name it by ({str(exc)[:120]})") from None
         if isinstance(reduced, str):          # a module-level singleton, named by where it lives
             return f"{kind}:global {reduced}"
         self.active.add(id(value))

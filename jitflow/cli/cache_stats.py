@@ -6,7 +6,8 @@ from typing import Any
 
 from .cache_common import json_option, open_cache
 from .exit_codes import EXIT_OK
-from .output import age, dumps, when
+from ..text.format import durations
+from .output import dumps, when
 
 STATS_SCHEMA = "jitflow.cache-stats/1"
 
@@ -32,10 +33,6 @@ def stats_data(settings: Any, cache: Any) -> dict[str, Any]:
             "hit_rate": totals["hits"] / lookups if lookups else None}
 
 
-def _seconds(value: float) -> str:
-    return f"{value:.2f} s" if value < 60 else age(value)
-
-
 def run_stats(args: argparse.Namespace) -> int:
     from ..cache import counters
 
@@ -48,10 +45,11 @@ def run_stats(args: argparse.Namespace) -> int:
         print(dumps(d))
         return EXIT_OK
     rate = "-" if d["hit_rate"] is None else f"{100 * d['hit_rate']:.1f} %"
+    built, saved = durations(d["build_seconds"], d["saved_seconds"])     # at one precision
     lines = [("location", d["location"]), ("since", when(d["since"]) if d["since"] else "-"),
              ("hits", f"{d['hits']} ({rate} of lookups)"), ("misses", str(d["misses"])),
              ("shared-tier hits", str(d["shared_hits"])), ("builds", str(d["builds"])),
-             ("build time", _seconds(d["build_seconds"])), ("build time saved", _seconds(d["saved_seconds"]))]
+             ("build time", built), ("build time saved", saved)]
     width = max(len(name) for name, _ in lines) + 2
     print("\n".join(f"{name + ':':<{width}}{value}" for name, value in lines))
     return EXIT_OK

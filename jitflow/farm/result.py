@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import InvalidInputError
+from ..text.format import article
 
 #: where build_all can build: forked processes on this machine, or the Ray cluster the process is connected to
 BACKENDS = ("local", "ray")
@@ -52,6 +53,6 @@ def checked(executables: Any, jobs: Any, backend: Any, timeout_s: Any = None) ->
     items = list(executables)
     for i, exe in enumerate(items):
         if not isinstance(exe, Executable):
-            raise InvalidInputError(f"build_all: item {i} is a {type(exe).__name__}, not an Executable "
+            raise InvalidInputError(f"build_all: item {i} is {article(type(exe).__name__)} {type(exe).__name__}, not an Executable "
                                     "(make one with jitflow.compile(mod, target))")
     return items

@@ -52,8 +52,9 @@ def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (
         raise InvalidInputError(f"{what}: the folder {dest.parent} does not exist")
     if found is not None:
         same = _same_file(found, inputs)
-        if same is not None:
-            raise InvalidInputError(f"{what}: {dest} is {same}, an input of this build; writing {written} "
+        if same is not None:     # named once where it is the input's own spelling
+            alias = "" if Path(same).absolute() == dest else f" (the same file as {same})"
+            raise InvalidInputError(f"{what}: {dest} is an input of this build{alias}; writing {written} "
                                     "there would destroy it. Give another output name")
     return dest
 

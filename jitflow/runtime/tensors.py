@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..text.format import article
 
 _installed = False
 _EXOTIC = ("bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
@@ -32,13 +33,13 @@ def numpy_dtype(dtype: str) -> Any:
         try:
             import ml_dtypes
         except ImportError:
-            raise InvalidInputError(f"converting a {dtype} tensor to numpy needs ml_dtypes "
+            raise InvalidInputError(f"converting {article(dtype)} {dtype} tensor to numpy needs ml_dtypes "
                                     "(pip install ml_dtypes)") from None
         return np.dtype(getattr(ml_dtypes, dtype))
     try:
         return np.dtype(dtype)
     except TypeError:
-        raise InvalidInputError(f"a {dtype} tensor has no numpy counterpart; read it through DLPack "
+        raise InvalidInputError(f"{article(dtype)} {dtype} tensor has no numpy counterpart; read it through DLPack "
                                 "(torch.from_dlpack) instead") from None
 
 

@@ -12,6 +12,7 @@ import platform
 from typing import Any
 
 from ..errors import LoadError, TargetError
+from ..text.format import article
 
 #: Triples jitflow builds host code for; each library needs glibc 2.17 or newer (manylinux2014).
 SUPPORTED_HOSTS = ("x86_64-linux-gnu", "aarch64-linux-gnu")
@@ -105,4 +106,5 @@ def check_runs_here(host: str) -> None:
     here = machine_host()
     if host != here:
         raise LoadError(f"this library is built for {host} and cannot be loaded on this machine "
-                        f"({here or platform.machine()}); use export_library() and load it on a {host} machine")
+                        f"({here or platform.machine()}); use export_library() and load it on "
+                        f"{article(host)} {host} machine")

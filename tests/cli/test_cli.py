@@ -209,6 +209,24 @@ def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
     assert jf("cache", "prune", env=env).stdout.startswith("nothing to remove: ")
 
 
+def test_cache_stats_writes_the_build_time_and_the_time_saved_at_one_precision(tmp_path, zig_cache):
+    """Side by side at one precision ("10.84 s" beside "1 min" before: the seconds of one were dropped)."""
+    from jitflow.cache import counters
+    from jitflow.cache.location import open_cache
+    from jitflow.config import resolve
+
+    env = cache_env(tmp_path / "cache", zig_cache)
+    assert jf("cache", "stats", "--zero", env=env).returncode == 0          # makes the cache folder
+    root = open_cache(resolve(cache_dir=tmp_path / "cache")).configured.root
+    counters.add(root, builds=2, build_seconds=10.84, hits=3, saved_seconds=75.3)
+    lines = jf("cache", "stats", env=env).stdout.splitlines()
+    assert "build time:       11 s" in lines and "build time saved: 1 min 15 s" in lines
+    counters.zero(root)
+    counters.add(root, builds=1, build_seconds=10.84, hits=1, saved_seconds=3.2)
+    lines = jf("cache", "stats", env=env).stdout.splitlines()
+    assert "build time:       10.84 s" in lines and "build time saved: 3.20 s" in lines
+
+
 def test_clear_asks_unless_yes(scratch):
     env, cache, _ = scratch
     refused = jf_process("cache", "clear", env=env)   # no terminal, no --yes

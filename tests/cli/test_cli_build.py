@@ -228,10 +228,12 @@ def test_build_refuses_to_write_over_its_own_inputs(setup, tmp_path):
     model.write_text("from helper import make\n")      # and the module it imports is an input too
     os.link(model, tmp_path / "hard.py")
     sources = {p: p.read_bytes() for p in (helper, model)}
-    for out in (model, tmp_path / "hard.py", helper):     # the file, another name of it, what it imports
+    said = {model: "is an input of this build; writing", helper: "is an input of this build; writing",
+            tmp_path / "hard.py": f"is an input of this build (the same file as {model}); writing"}
+    for out, says in said.items():     # the file, what it imports (each named once), another name of the file
         proc = jf("build", f"{model}:make", "--target", "c", "-o", str(out), env=env)
         assert proc.returncode == 2 and no_traceback(proc), proc.stderr
-        assert "an input of this build" in proc.stderr and "Give another output name" in proc.stderr
+        assert f"export_library: {out} {says}" in proc.stderr and "Give another output name" in proc.stderr
     assert {p: p.read_bytes() for p in sources} == sources
 
 

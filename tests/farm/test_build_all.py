@@ -43,6 +43,8 @@ def test_build_all_refuses_what_it_cannot_build_before_building(cache_dir):
     exe = jitflow.compile(kernels.axpb(650.0), "c")
     with pytest.raises(InvalidInputError, match="item 1 is a str, not an Executable"):
         jitflow.build_all([exe, "x"])
+    with pytest.raises(InvalidInputError, match="item 1 is an IRModule, not an Executable"):
+        jitflow.build_all([exe, kernels.axpb(650.0)])
     with pytest.raises(InvalidInputError, match="a list of Executables.*not Executable"):
         jitflow.build_all(exe)
     for jobs in (0, -2, 1.5, True):
