@@ -53,6 +53,7 @@ def checked(executables: Any, jobs: Any, backend: Any, timeout_s: Any = None) ->
     items = list(executables)
     for i, exe in enumerate(items):
         if not isinstance(exe, Executable):
-            raise InvalidInputError(f"build_all: item {i} is {article(type(exe).__name__)} {type(exe).__name__}, not an Executable "
+            kind = type(exe).__name__
+            raise InvalidInputError(f"build_all: item {i} is {article(kind)} {kind}, not an Executable "
                                     "(make one with jitflow.compile(mod, target))")
     return items
