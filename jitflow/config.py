@@ -290,12 +290,23 @@ def cache_mode(value: Any, variable: bool = False) -> tuple[bool, bool]:
                             f"JITFLOW_CACHE), not {value!r}")
 
 
+#: a relative record path -> the absolute path it named when this process first read it
+_RECORDS: dict[str, Path] = {}
+
+
 def resolve_record(value: str | os.PathLike | None = None) -> Path | None:
-    """record= if given, else JITFLOW_RECORD, else None: the file obtained keys are appended to (absolute)."""
+    """record= if given, else JITFLOW_RECORD, else None: the file obtained keys are appended to
+    (absolute). A relative path is taken from the working folder of the first time this process
+    reads it, so that a later os.chdir does not send the next keys to another file."""
     raw = os.environ.get("JITFLOW_RECORD", "").strip() if value is None else value
     if not isinstance(raw, (str, os.PathLike)) or (value is not None and not str(raw).strip()):
         raise InvalidInputError(f"record must be the path of a file (str or os.PathLike), not {value!r}")
-    return Path(raw).expanduser().absolute() if str(raw) else None
+    if not str(raw):
+        return None
+    path = Path(raw).expanduser()
+    if path.is_absolute():
+        return path
+    return _RECORDS.setdefault(os.fspath(raw), path.absolute())
 
 
 def check_cache_dir(cache_dir: Any) -> None:
