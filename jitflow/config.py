@@ -309,6 +309,19 @@ def resolve_record(value: str | os.PathLike | None = None) -> Path | None:
     return _RECORDS.setdefault(os.fspath(raw), path.absolute())
 
 
+def check_text(text: str | None, what: str) -> None:
+    """Refuse text that cannot be written as UTF-8 (a lone surrogate such as "\\ud800"): what a cache
+    entry's metadata records must read back, and be shown, as it was given."""
+    if text is None:
+        return
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} holds {text[exc.start:exc.end]!r} at {exc.start}, a lone surrogate: not "
+                                "valid Unicode (no UTF-8 file or terminal can hold it); remove it, or write the "
+                                "character meant") from None
+
+
 def check_cache_dir(cache_dir: Any) -> None:
     """Refuse a cache_dir that is not a path, or is empty (it would put the cache in the current folder)."""
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
@@ -352,6 +365,7 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | str | None
     if cache_salt is not None and not isinstance(cache_salt, str):
         raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
     salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
+    check_text(salt, "cache_salt" if cache_salt is not None else "JITFLOW_CACHE_SALT")
     jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0, MAX_JOBS, whole=True)
     level, level_from = resolve_cpu_level(cpu_level)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,

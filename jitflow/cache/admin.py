@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, Iterator
 
 from . import counters
 from .disk import Cache
-from .entry import Entry, discard, target_of, target_text
+from .entry import MAX_TIME, Entry, discard, target_of, target_text
 from .key_lock import LockTimeout
 
 log = logging.getLogger("jitflow")
@@ -26,6 +27,7 @@ log = logging.getLogger("jitflow")
 GRACE_SECONDS = 60.0
 #: staging folders older than this belong to builds that died; they are removed.
 STALE_STAGING_SECONDS = 3600.0
+_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -86,32 +88,50 @@ def folder_size(path: Path) -> int:
 
 
 def entries(cache: Cache) -> list[EntryInfo]:
-    """Every entry folder of the cache with its size, times and what it holds."""
-    found = []
+    """Every entry folder of the cache with its size, times and what it holds. An entry that cannot
+    be described (metadata that fails its checks, or fails in a way no check foresaw) is listed as
+    refused, with why, so that prune and clear still remove it; a folder whose name is not a key is
+    no entry: it is skipped, with a warning naming it."""
+    found: list[EntryInfo] = []
     if not cache.entries.is_dir():
         return found
     for shard in sorted(cache.entries.iterdir()):
         if not shard.is_dir():
             continue
         for entry in sorted(shard.iterdir()):
-            meta, problem = Entry(entry).meta_and_problem() if entry.is_dir() else (None, "not a folder")
+            if not _KEY.fullmatch(entry.name) or not entry.name.startswith(shard.name):
+                log.warning("jitflow: skipped %s in the cache's entries: its name is not a cache key (not an entry)",
+                            ascii(str(entry))[1:-1])
+                continue
             try:
-                used = Entry(entry).used.stat().st_mtime
-            except OSError:
-                used = entry.stat().st_mtime if entry.exists() else 0.0
-            created = float(meta.get("created", used)) if meta else used
-            target = (target_of(meta) if meta else None) or {}
-            options = _keyed_options(meta)
-            level = _cpu_level(options)
-            found.append(EntryInfo(
-                key=entry.name, path=entry, size=folder_size(entry), created=created, last_used=used,
-                functions=list(meta.get("functions", [])) if meta else [],
-                target=(target_text(target, host=False) + (f" {level}" if level else "")) if target else "?",
-                cpu_level=level, options=option_words(options),
-                host=target.get("host") or "?", readable=meta is not None,
-                kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
-                name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None))
+                found.append(_info(entry))
+            except (OSError, ValueError, OverflowError, TypeError) as exc:
+                found.append(EntryInfo(key=entry.name, path=entry, size=folder_size(entry), created=0.0,
+                                       last_used=0.0, readable=False,
+                                       problem=f"it cannot be listed ({type(exc).__name__}: {ascii(str(exc))[1:-1]})"))
     return found
+
+
+def _info(entry: Path) -> EntryInfo:
+    """One entry folder as `cache ls` shows it."""
+    meta, problem = Entry(entry).meta_and_problem() if entry.is_dir() else (None, "not a folder")
+    try:
+        used = Entry(entry).used.stat().st_mtime
+    except OSError:
+        used = entry.stat().st_mtime if entry.exists() else 0.0
+    used = used if 0 <= used <= MAX_TIME else 0.0        # a time set by hand beyond what a date can show
+    created = float(meta.get("created", used)) if meta else used
+    target = (target_of(meta) if meta else None) or {}
+    options = _keyed_options(meta)
+    level = _cpu_level(options)
+    return EntryInfo(
+        key=entry.name, path=entry, size=folder_size(entry), created=created, last_used=used,
+        functions=list(meta.get("functions", [])) if meta else [],
+        target=(target_text(target, host=False) + (f" {level}" if level else "")) if target else "?",
+        cpu_level=level, options=option_words(options),
+        host=target.get("host") or "?", readable=meta is not None,
+        kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
+        name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None)
 
 
 def _keyed_options(meta: dict[str, Any] | None) -> dict[str, Any]:

@@ -23,15 +23,15 @@ from typing import Any, ContextManager, Iterator
 from ..errors import CacheError, UntrustedFolderError
 from ..files import folder_trust
 from ..runtime.library_file import LibraryFile
-from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
-                    meta_text, read_meta_file)
+from .entry import (FORMAT_VERSION, LIBRARY, META, READ_FLAGS, USED, Entry, as_json, discard, library_problem,
+                    meta_problem, meta_text, read_meta_file)
 
 log = logging.getLogger("jitflow")
 
 #: what the cache's error messages advise when a folder is refused
 FIX = "or set JITFLOW_CACHE_DIR to a folder of your own such as ~/.cache/jitflow"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = READ_FLAGS      # never through a link, never waiting on a FIFO; _checked wants a regular file
 
 
 class _Refused(Exception):

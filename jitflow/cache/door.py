@@ -21,9 +21,7 @@ from ..errors import EntryRefusedError
 from ..runtime.library_file import LibraryFile
 from .disk import Cache, sha256_fd
 from .entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta, library_problem,
-                    meta_problem, meta_text)
-
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+                    meta_problem, meta_text, open_file)
 
 
 @dataclass
@@ -78,22 +76,25 @@ def _check_names(folder: str, prefix: str, key: str) -> None:
                 raise EntryRefusedError(f"entry {key[:12]}: {name!r} is not a file an entry holds")
 
 
+def _opened(folder: Path, name: str, key: str) -> int:
+    """The entry file `name` of `folder`, opened as entry.open_file opens it; EntryRefusedError if it cannot be."""
+    try:
+        return open_file(folder / name)
+    except FileNotFoundError:
+        raise EntryRefusedError(f"entry {key[:12]}: no {name}") from None
+    except OSError as exc:
+        raise EntryRefusedError(f"entry {key[:12]}: {name}: {exc.strerror}") from None
+
+
 def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -> Checked:
     """The entry laid out in `folder` (a private staging folder of this process) with its metadata,
     after every check admit() makes; EntryRefusedError naming the first that failed."""
     _check_names(str(folder), "", key)
-    try:
-        fd = os.open(folder / META, _READ_FLAGS)
-    except OSError:
-        raise EntryRefusedError(f"entry {key[:12]}: no {META}") from None
-    with os.fdopen(fd, "rb") as f:
+    with os.fdopen(_opened(folder, META, key), "rb") as f:
         meta, problem = decode_meta(f.read(META_MAX_BYTES + 1))
     problem = problem or _problem(key, meta, expect)
     if problem is None:
-        try:
-            fd = os.open(folder / LIBRARY, _READ_FLAGS)
-        except OSError:
-            raise EntryRefusedError(f"entry {key[:12]}: no {LIBRARY}") from None
+        fd = _opened(folder, LIBRARY, key)
         try:
             problem = library_problem(meta, os.fstat(fd).st_size, sha256_fd(fd))
         finally:
@@ -158,7 +159,7 @@ def outgoing(folder: Path, key: str) -> Outgoing:
     files: list[tuple[str, bytes]] = []
     for name in entry.travelling_files():
         try:
-            fd = os.open(entry.folder / name, _READ_FLAGS)
+            fd = open_file(entry.folder / name)
         except OSError as exc:
             raise EntryRefusedError(f"entry {key[:12]}: {name}: {exc.strerror}") from None
         with os.fdopen(fd, "rb") as f:
