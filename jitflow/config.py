@@ -21,7 +21,8 @@ CUDA_HOME_VARIABLES = ("CUDA_HOME", "CUDA_PATH")
 ENVIRONMENT = {
     "JITFLOW_CACHE_DIR": ("the user cache directory (platformdirs)", "where built libraries are kept"),
     "JITFLOW_CACHE": ("1", "0 disables the disk cache (every jit() builds in a temporary folder); readonly: "
-                           "lookups only, a miss is a CacheMissError and nothing is built or written"),
+                           "lookups only, a miss is a CacheMissError and nothing is built or written (the "
+                           "cache commands that would change it refuse)"),
     "JITFLOW_RECORD": ("unset", "a file: every key the process obtains (hit or build) is appended to it as a "
                                 "JSON line, for `jitflow cache pack --manifest`"),
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),

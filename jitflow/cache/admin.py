@@ -181,6 +181,8 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
         return KEPT_GONE
     if grace and time.time() - published < grace:
         return KEPT_RECENT
+    if cache.readonly:
+        return None          # a dry run on a read-only cache: no lock file is made to find out
     try:
         with cache.lock(key, timeout=0):
             return None

@@ -144,7 +144,7 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
 
     source = Path(path)
     settings = resolve(cache_dir=cache_dir)
-    cache = open_cache(settings).for_admin()
+    cache = open_cache(settings).for_admin(writes="cache unpack")
     cache.ensure()
     result = UnpackResult(cache.folder)
     try:

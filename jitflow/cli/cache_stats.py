@@ -39,7 +39,7 @@ def _seconds(value: float) -> str:
 def run_stats(args: argparse.Namespace) -> int:
     from ..cache import counters
 
-    settings, cache = open_cache(args)
+    settings, cache = open_cache(args, writes="cache stats --zero" if args.zero else None)
     if args.zero:
         cache.ensure()
         counters.zero(cache.root)
