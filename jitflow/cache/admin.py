@@ -11,13 +11,12 @@ import json
 import logging
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from . import counters
+from . import counters, staging
 from .disk import Cache
 from .entry import MAX_TIME, Entry, discard, target_of, target_text
 from .key_lock import LockTimeout
@@ -25,8 +24,8 @@ from .key_lock import LockTimeout
 log = logging.getLogger("jitflow")
 #: entries younger than this are never evicted: another process may be about to load them.
 GRACE_SECONDS = 60.0
-#: staging folders older than this belong to builds that died; they are removed.
-STALE_STAGING_SECONDS = 3600.0
+#: staging folders that are not held (staging.py) and older than this belong to writers that died
+STALE_STAGING_SECONDS = staging.STALE_SECONDS
 _KEY = re.compile(r"[0-9a-f]{64}")
 
 
@@ -212,16 +211,10 @@ def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
         return False
 
 
-def _stale_staging(cache: Cache, older_than: float) -> Iterator[Path]:
-    if not cache.staging_root.is_dir():
-        return
-    now = time.time()
-    for folder in cache.staging_root.iterdir():
-        try:
-            if now - folder.stat().st_mtime > older_than:
-                yield folder
-        except OSError:
-            continue
+def remove_abandoned_staging(cache: Cache) -> int:
+    """Remove the staging folders whose writer is gone (a build or an unpack killed midway): held ones
+    at once, others after STALE_STAGING_SECONDS (staging.py); never one a live process is using."""
+    return staging.remove_abandoned(cache.staging_root, STALE_STAGING_SECONDS)
 
 
 def prune(cache: Cache, max_size: int | None = None, older_than: float | None = None,
@@ -233,8 +226,7 @@ def prune(cache: Cache, max_size: int | None = None, older_than: float | None = 
     dry_run: remove nothing, return what would go. report: filled with what went and what was kept, and why.
     """
     if not dry_run:
-        for folder in _stale_staging(cache, STALE_STAGING_SECONDS):
-            shutil.rmtree(folder, ignore_errors=True)
+        remove_abandoned_staging(cache)
     listing = sorted(entries(cache), key=lambda e: e.last_used)
     removed: list[EntryInfo] = []
     now = time.time()
@@ -267,9 +259,8 @@ def after_publish(cache: Cache, key: str, max_size: int) -> list[EntryInfo]:
     only when the entries may be over the cap. The entries' size is kept in the counters' record
     (a walk of every entry costs some 0.1 ms an entry, which a sweep of thousands would pay at every
     build); when it is unknown, or over the cap, the cache is walked and pruned, and the size
-    recorded again. Stale staging folders are removed either way."""
-    for folder in _stale_staging(cache, STALE_STAGING_SECONDS):
-        shutil.rmtree(folder, ignore_errors=True)
+    recorded again. Staging folders whose writer is gone are removed either way."""
+    remove_abandoned_staging(cache)
     size = counters.grow(cache.root, folder_size(cache.entry_dir(key)))
     if size is not None and size <= max_size:
         return []
@@ -277,7 +268,9 @@ def after_publish(cache: Cache, key: str, max_size: int) -> list[EntryInfo]:
 
 
 def clear(cache: Cache, report: PruneReport | None = None) -> int:
-    """Remove every entry (entries being built are skipped); returns how many were removed."""
+    """Remove every entry (entries being built are skipped), and the staging folders whose writer is
+    gone; returns how many entries were removed."""
+    remove_abandoned_staging(cache)
     count = 0
     counters.set_size(cache.root, None)          # the next build walks the cache again
     for e in entries(cache):

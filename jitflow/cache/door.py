@@ -1,9 +1,9 @@
 """The cache's one door: entries made elsewhere (the shared tier, a build farm's worker, a bundle)
 come in through admit(), and entries leave for elsewhere through outgoing().
 
-admit() checks an entry as a lookup would (metadata of the right shape for this key and format, and,
-when the caller knows them, the key's inputs; the library's size and sha256; only the files an
-entry holds, none of them a link), then publishes it the way a build does: under the key's lock,
+admit() checks an entry as a lookup would (metadata of the right shape for this key and format, and
+the key's inputs: those the caller knows, else (a bundle) inputs whose sha256 is the key; the
+library's size and sha256; only the files an entry holds, none of them a link), then publishes it the way a build does: under the key's lock,
 by one rename from a staging folder inside the cache, unless a sound entry is there already; and
 after the lock is released the size cap is kept. outgoing() reads an entry's files and checks them
 the same way before they are sent: a damaged entry never leaves.
@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from ..errors import EntryRefusedError
 from ..runtime.library_file import LibraryFile
 from .disk import Cache, sha256_fd
+from .key import digest_of
 from .entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta, library_problem,
                     meta_problem, meta_text, open_file)
 
@@ -93,6 +94,10 @@ def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -
     with os.fdopen(_opened(folder, META, key), "rb") as f:
         meta, problem = decode_meta(f.read(META_MAX_BYTES + 1))
     problem = problem or _problem(key, meta, expect)
+    if problem is None and expect is None and digest_of((meta or {}).get("key_inputs")) != key:
+        # where the caller cannot say what the inputs are (a bundle), they must at least be the key's
+        problem = ("metadata records other key inputs than its key was taken over (a lookup would refuse it: "
+                   "its sha256 is not the key)")
     if problem is None:
         fd = _opened(folder, LIBRARY, key)
         try:
