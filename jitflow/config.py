@@ -21,7 +21,8 @@ CUDA_HOME_VARIABLES = ("CUDA_HOME", "CUDA_PATH")
 ENVIRONMENT = {
     "JITFLOW_CACHE_DIR": ("the user cache directory (platformdirs)", "where built libraries are kept"),
     "JITFLOW_CACHE": ("1", "0 disables the disk cache (every jit() builds in a temporary folder); readonly: "
-                           "lookups only, a miss is a CacheMissError and nothing is built or written"),
+                           "lookups only, a miss is a CacheMissError and nothing is built or written (the "
+                           "cache commands that would change it refuse)"),
     "JITFLOW_RECORD": ("unset", "a file: every key the process obtains (hit or build) is appended to it as a "
                                 "JSON line, for `jitflow cache pack --manifest`"),
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
@@ -290,12 +291,36 @@ def cache_mode(value: Any, variable: bool = False) -> tuple[bool, bool]:
                             f"JITFLOW_CACHE), not {value!r}")
 
 
+#: a relative record path -> the absolute path it named when this process first read it
+_RECORDS: dict[str, Path] = {}
+
+
 def resolve_record(value: str | os.PathLike | None = None) -> Path | None:
-    """record= if given, else JITFLOW_RECORD, else None: the file obtained keys are appended to (absolute)."""
+    """record= if given, else JITFLOW_RECORD, else None: the file obtained keys are appended to
+    (absolute). A relative path is taken from the working folder of the first time this process
+    reads it, so that a later os.chdir does not send the next keys to another file."""
     raw = os.environ.get("JITFLOW_RECORD", "").strip() if value is None else value
     if not isinstance(raw, (str, os.PathLike)) or (value is not None and not str(raw).strip()):
         raise InvalidInputError(f"record must be the path of a file (str or os.PathLike), not {value!r}")
-    return Path(raw).expanduser().absolute() if str(raw) else None
+    if not str(raw):
+        return None
+    path = Path(raw).expanduser()
+    if path.is_absolute():
+        return path
+    return _RECORDS.setdefault(os.fspath(raw), path.absolute())
+
+
+def check_text(text: str | None, what: str) -> None:
+    """Refuse text that cannot be written as UTF-8 (a lone surrogate such as "\\ud800"): what a cache
+    entry's metadata records must read back, and be shown, as it was given."""
+    if text is None:
+        return
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} holds {text[exc.start:exc.end]!r} at {exc.start}, a lone surrogate: not "
+                                "valid Unicode (no UTF-8 file or terminal can hold it); remove it, or write the "
+                                "character meant") from None
 
 
 def check_cache_dir(cache_dir: Any) -> None:
@@ -341,6 +366,7 @@ def resolve(cache_dir: str | os.PathLike | None = None, cache: bool | str | None
     if cache_salt is not None and not isinstance(cache_salt, str):
         raise InvalidInputError(f"cache_salt must be a string, not {type(cache_salt).__name__}")
     salt = os.environ.get("JITFLOW_CACHE_SALT", "") if cache_salt is None else cache_salt
+    check_text(salt, "cache_salt" if cache_salt is not None else "JITFLOW_CACHE_SALT")
     jobs = _env_number("JITFLOW_BUILD_JOBS", 0.0, MAX_JOBS, whole=True)
     level, level_from = resolve_cpu_level(cpu_level)
     return Settings(cache_dir=directory, cache_enabled=enabled, cuda_compiler=compiler, zig_cache_dir=zig_dir,

@@ -133,6 +133,7 @@ class Executable(_tvms_executable()):
         gave it no label: what `jitflow cache ls` shows for it. Nothing is built."""
         if self._asked.label is not None:
             return self
+        name = os.fsencode(name).decode(errors="replace")     # a file name of other bytes than UTF-8
         return Executable(self._mod, self.target, self.settings, replace(self._asked, label=name), self._in_process)
 
     def cached(self) -> bool:
@@ -379,6 +380,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
         raise InvalidInputError("device_options must be a list of strings (extra NVRTC/nvcc flags)")
     if name is not None and not isinstance(name, str):
         raise InvalidInputError(f"name must be a string (a label for the cache entry), not {type(name).__name__}")
+    for what, text in [("name", name), *(("device_options", o) for o in device_options)]:
+        config.check_text(text, what)
     pipeline_name, pipeline_pass = None, None
     if ir_module.is_relax(mod):
         pipeline_name, pipeline_pass = relax_pipeline_of(relax_pipeline)

@@ -10,22 +10,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from . import counters
+from . import counters, staging
 from .disk import Cache
-from .entry import Entry, discard, target_of, target_text
+from .entry import MAX_TIME, Entry, discard, target_of, target_text
 from .key_lock import LockTimeout
 
 log = logging.getLogger("jitflow")
 #: entries younger than this are never evicted: another process may be about to load them.
 GRACE_SECONDS = 60.0
-#: staging folders older than this belong to builds that died; they are removed.
-STALE_STAGING_SECONDS = 3600.0
+#: staging folders that are not held (staging.py) and older than this belong to writers that died
+STALE_STAGING_SECONDS = staging.STALE_SECONDS
+_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -86,32 +87,50 @@ def folder_size(path: Path) -> int:
 
 
 def entries(cache: Cache) -> list[EntryInfo]:
-    """Every entry folder of the cache with its size, times and what it holds."""
-    found = []
+    """Every entry folder of the cache with its size, times and what it holds. An entry that cannot
+    be described (metadata that fails its checks, or fails in a way no check foresaw) is listed as
+    refused, with why, so that prune and clear still remove it; a folder whose name is not a key is
+    no entry: it is skipped, with a warning naming it."""
+    found: list[EntryInfo] = []
     if not cache.entries.is_dir():
         return found
     for shard in sorted(cache.entries.iterdir()):
         if not shard.is_dir():
             continue
         for entry in sorted(shard.iterdir()):
-            meta, problem = Entry(entry).meta_and_problem() if entry.is_dir() else (None, "not a folder")
+            if not _KEY.fullmatch(entry.name) or not entry.name.startswith(shard.name):
+                log.warning("jitflow: skipped %s in the cache's entries: its name is not a cache key (not an entry)",
+                            ascii(str(entry))[1:-1])
+                continue
             try:
-                used = Entry(entry).used.stat().st_mtime
-            except OSError:
-                used = entry.stat().st_mtime if entry.exists() else 0.0
-            created = float(meta.get("created", used)) if meta else used
-            target = (target_of(meta) if meta else None) or {}
-            options = _keyed_options(meta)
-            level = _cpu_level(options)
-            found.append(EntryInfo(
-                key=entry.name, path=entry, size=folder_size(entry), created=created, last_used=used,
-                functions=list(meta.get("functions", [])) if meta else [],
-                target=(target_text(target, host=False) + (f" {level}" if level else "")) if target else "?",
-                cpu_level=level, options=option_words(options),
-                host=target.get("host") or "?", readable=meta is not None,
-                kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
-                name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None))
+                found.append(_info(entry))
+            except (OSError, ValueError, OverflowError, TypeError) as exc:
+                found.append(EntryInfo(key=entry.name, path=entry, size=folder_size(entry), created=0.0,
+                                       last_used=0.0, readable=False,
+                                       problem=f"it cannot be listed ({type(exc).__name__}: {ascii(str(exc))[1:-1]})"))
     return found
+
+
+def _info(entry: Path) -> EntryInfo:
+    """One entry folder as `cache ls` shows it."""
+    meta, problem = Entry(entry).meta_and_problem() if entry.is_dir() else (None, "not a folder")
+    try:
+        used = Entry(entry).used.stat().st_mtime
+    except OSError:
+        used = entry.stat().st_mtime if entry.exists() else 0.0
+    used = used if 0 <= used <= MAX_TIME else 0.0        # a time set by hand beyond what a date can show
+    created = float(meta.get("created", used)) if meta else used
+    target = (target_of(meta) if meta else None) or {}
+    options = _keyed_options(meta)
+    level = _cpu_level(options)
+    return EntryInfo(
+        key=entry.name, path=entry, size=folder_size(entry), created=created, last_used=used,
+        functions=list(meta.get("functions", [])) if meta else [],
+        target=(target_text(target, host=False) + (f" {level}" if level else "")) if target else "?",
+        cpu_level=level, options=option_words(options),
+        host=target.get("host") or "?", readable=meta is not None,
+        kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
+        name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None)
 
 
 def _keyed_options(meta: dict[str, Any] | None) -> dict[str, Any]:
@@ -161,6 +180,8 @@ def hold_reason(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> str | N
         return KEPT_GONE
     if grace and time.time() - published < grace:
         return KEPT_RECENT
+    if cache.readonly:
+        return None          # a dry run on a read-only cache: no lock file is made to find out
     try:
         with cache.lock(key, timeout=0):
             return None
@@ -190,16 +211,10 @@ def remove_entry(cache: Cache, key: str, grace: float = GRACE_SECONDS) -> bool:
         return False
 
 
-def _stale_staging(cache: Cache, older_than: float) -> Iterator[Path]:
-    if not cache.staging_root.is_dir():
-        return
-    now = time.time()
-    for folder in cache.staging_root.iterdir():
-        try:
-            if now - folder.stat().st_mtime > older_than:
-                yield folder
-        except OSError:
-            continue
+def remove_abandoned_staging(cache: Cache) -> int:
+    """Remove the staging folders whose writer is gone (a build or an unpack killed midway): held ones
+    at once, others after STALE_STAGING_SECONDS (staging.py); never one a live process is using."""
+    return staging.remove_abandoned(cache.staging_root, STALE_STAGING_SECONDS)
 
 
 def prune(cache: Cache, max_size: int | None = None, older_than: float | None = None,
@@ -211,8 +226,7 @@ def prune(cache: Cache, max_size: int | None = None, older_than: float | None = 
     dry_run: remove nothing, return what would go. report: filled with what went and what was kept, and why.
     """
     if not dry_run:
-        for folder in _stale_staging(cache, STALE_STAGING_SECONDS):
-            shutil.rmtree(folder, ignore_errors=True)
+        remove_abandoned_staging(cache)
     listing = sorted(entries(cache), key=lambda e: e.last_used)
     removed: list[EntryInfo] = []
     now = time.time()
@@ -245,9 +259,8 @@ def after_publish(cache: Cache, key: str, max_size: int) -> list[EntryInfo]:
     only when the entries may be over the cap. The entries' size is kept in the counters' record
     (a walk of every entry costs some 0.1 ms an entry, which a sweep of thousands would pay at every
     build); when it is unknown, or over the cap, the cache is walked and pruned, and the size
-    recorded again. Stale staging folders are removed either way."""
-    for folder in _stale_staging(cache, STALE_STAGING_SECONDS):
-        shutil.rmtree(folder, ignore_errors=True)
+    recorded again. Staging folders whose writer is gone are removed either way."""
+    remove_abandoned_staging(cache)
     size = counters.grow(cache.root, folder_size(cache.entry_dir(key)))
     if size is not None and size <= max_size:
         return []
@@ -255,7 +268,9 @@ def after_publish(cache: Cache, key: str, max_size: int) -> list[EntryInfo]:
 
 
 def clear(cache: Cache, report: PruneReport | None = None) -> int:
-    """Remove every entry (entries being built are skipped); returns how many were removed."""
+    """Remove every entry (entries being built are skipped), and the staging folders whose writer is
+    gone; returns how many entries were removed."""
+    remove_abandoned_staging(cache)
     count = 0
     counters.set_size(cache.root, None)          # the next build walks the cache again
     for e in entries(cache):

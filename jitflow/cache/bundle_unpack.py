@@ -1,30 +1,31 @@
 """`unpack`: a bundle (bundle_format.py) into a cache, all or nothing.
 
-The tar is read once, as a stream, into a private staging folder inside the cache: the manifest
-first (bounded), then each member, which must be a regular file the manifest lists, at most once,
+The tar is read once, as a stream (a pipe too), into a private staging folder inside the cache, its
+headers bounded before they are read (bundle_tar.py): the manifest first (bounded), then each member, which must be a regular file the manifest lists, at most once,
 of the size it declares, written without following links and hashed as it is written. Any other
 member (a link, a device, a FIFO, a folder, a path of its own such as `../x` or `/etc/x`), a file
 the manifest lists that never comes, a digest that does not match or a tar that ends early refuses
 the whole bundle. Then every entry passes the checks the cache makes of an entry (door.check_folder)
 before the first is installed; and each is installed through the cache's door (door.admit: under
 its key's lock, by one rename), unless it is there already. The staging folder is removed whatever
-happens. Only the cache folder is written to.
+happens (held while in use, staging.py: should the process be killed, by the next unpack, prune or
+clear). Only the cache folder is written to.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tarfile
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from ..errors import BundleError, CacheError, EntryRefusedError
 from . import bundle_format
 from .bundle_format import MANIFEST, EntryLine
+from .bundle_tar import BundleTar, Unreadable
 from .disk import Cache
+from .staging import hold, remove_abandoned
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
@@ -64,14 +65,14 @@ def _what(member: tarfile.TarInfo) -> str:
     return f"the member {name!r} is not one the manifest lists"
 
 
-def _copy(source: IO[bytes], size: int, dest: str) -> str:
-    """Write `size` bytes of `source` to the new file `dest`; their sha256 (short: a shorter file)."""
+def _copy(read: Callable[[int], bytes], size: int, dest: str) -> str:
+    """Write `size` bytes `read` gives to the new file `dest`; their sha256 (short: a shorter file)."""
     h = hashlib.sha256()
     fd = os.open(dest, _WRITE_FLAGS, 0o600)
     try:
         left = size
         while left:
-            chunk = source.read(min(_CHUNK, left))
+            chunk = read(min(_CHUNK, left))
             if not chunk:
                 break
             h.update(chunk)
@@ -85,17 +86,15 @@ def _copy(source: IO[bytes], size: int, dest: str) -> str:
 
 
 def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
-    """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest; its entries."""
-    try:
-        tar = tarfile.open(fileobj=stream, mode="r:")     # uncompressed only; read front to back
-        first = tar.next()
-    except (tarfile.TarError, EOFError) as exc:
-        raise _refuse(path, f"it is not an uncompressed tar ({exc})") from None
+    """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest; its entries
+    (bundle_tar.Unreadable where the tar cannot be read)."""
+    tar = BundleTar(stream)          # uncompressed only; read front to back, a pipe too
+    first = tar.next()
     if first is None or first.name != MANIFEST or not first.isreg():
         raise _refuse(path, f"its first member is not {MANIFEST}")
     if first.size > bundle_format.MANIFEST_MAX_BYTES:
         raise _refuse(path, f"its manifest is larger than {bundle_format.MANIFEST_MAX_BYTES} bytes")
-    data = tar.extractfile(first).read(first.size)  # type: ignore[union-attr]
+    data = tar.read(first, first.size)
     if len(data) != first.size:
         raise _refuse(path, "it ends inside its manifest (truncated)")
     try:
@@ -120,7 +119,7 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
         dest = os.path.join(root, key, line.path)     # strings: pathlib costs more than the copy here
         if "/" in line.path and not os.path.isdir(os.path.dirname(dest)):
             os.mkdir(os.path.dirname(dest), 0o700)
-        digest = _copy(tar.extractfile(member), line.size, dest)  # type: ignore[arg-type]
+        digest = _copy(lambda n: tar.read(member, n), line.size, dest)
         if digest == "short":
             raise _refuse(path, f"it ends inside the member {name!r} (truncated)")
         if digest != line.sha256:
@@ -144,20 +143,22 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
 
     source = Path(path)
     settings = resolve(cache_dir=cache_dir)
-    cache = open_cache(settings).for_admin()
+    cache = open_cache(settings).for_admin(writes="cache unpack")
     cache.ensure()
     result = UnpackResult(cache.folder)
     try:
         stream = open(source, "rb")
     except OSError as exc:
         raise BundleError(f"cannot read the bundle {source}: {exc.strerror}") from None
-    staging = Path(tempfile.mkdtemp(prefix="bundle.", dir=cache.staging_root))
+    remove_abandoned(cache.staging_root)      # what an unpack or a build killed midway left
+    held = hold(cache.staging_root, "unpack")
+    staging = held.folder
     try:
         with stream:
             try:
                 entries = _stage(source, stream, staging)
-            except (tarfile.TarError, EOFError) as exc:
-                raise _refuse(source, f"it is not a whole tar ({exc})") from None
+            except Unreadable as exc:
+                raise _refuse(source, str(exc)) from None
         from .door import admit, check_folder
 
         try:
@@ -178,7 +179,7 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
         raise CacheError(f"cannot unpack the bundle into {cache.root}: {exc.strerror or exc} (entries installed "
                          f"before this: {len(result.installed)}); free space, or give another --cache-dir") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        held.release()
     return result
 
 

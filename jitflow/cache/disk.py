@@ -12,26 +12,24 @@ import errno
 import hashlib
 import logging
 import os
-import shutil
 import stat
-import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ContextManager, Iterator
+from typing import Any, ContextManager
 
 from ..errors import CacheError, UntrustedFolderError
 from ..files import folder_trust
 from ..runtime.library_file import LibraryFile
-from .entry import (FORMAT_VERSION, LIBRARY, META, USED, Entry, as_json, discard, library_problem, meta_problem,
-                    meta_text, read_meta_file)
+from . import staging
+from .entry import (FORMAT_VERSION, LIBRARY, META, READ_FLAGS, USED, Entry, as_json, discard, library_problem,
+                    meta_problem, meta_text, read_meta_file)
 
 log = logging.getLogger("jitflow")
 
 #: what the cache's error messages advise when a folder is refused
 FIX = "or set JITFLOW_CACHE_DIR to a folder of your own such as ~/.cache/jitflow"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = READ_FLAGS      # never through a link, never waiting on a FIFO; _checked wants a regular file
 
 
 class _Refused(Exception):
@@ -200,14 +198,10 @@ class Cache:
 
         return key_lock.hold(self.locks / f"{key}.lock", timeout)
 
-    @contextmanager
-    def staging(self, key: str) -> Iterator[Path]:
-        """A fresh folder inside the cache to build into; removed afterwards unless published."""
-        folder = Path(tempfile.mkdtemp(prefix=f"{key[:16]}.", dir=self.staging_root))
-        try:
-            yield folder
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    def staging(self, key: str) -> ContextManager[Path]:
+        """A fresh folder inside the cache to build into, held while the block runs (staging.py: a
+        cleaner removes it once its writer is gone); removed afterwards unless published."""
+        return staging.held_folder(self.staging_root, key[:16])
 
     def publish(self, key: str, folder: Path, meta: dict[str, Any]) -> tuple[LibraryFile, dict[str, Any]]:
         """Write the metadata, then move the staged folder into place in one rename.

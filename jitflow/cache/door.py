@@ -1,9 +1,9 @@
 """The cache's one door: entries made elsewhere (the shared tier, a build farm's worker, a bundle)
 come in through admit(), and entries leave for elsewhere through outgoing().
 
-admit() checks an entry as a lookup would (metadata of the right shape for this key and format, and,
-when the caller knows them, the key's inputs; the library's size and sha256; only the files an
-entry holds, none of them a link), then publishes it the way a build does: under the key's lock,
+admit() checks an entry as a lookup would (metadata of the right shape for this key and format, and
+the key's inputs: those the caller knows, else (a bundle) inputs whose sha256 is the key; the
+library's size and sha256; only the files an entry holds, none of them a link), then publishes it the way a build does: under the key's lock,
 by one rename from a staging folder inside the cache, unless a sound entry is there already; and
 after the lock is released the size cap is kept. outgoing() reads an entry's files and checks them
 the same way before they are sent: a damaged entry never leaves.
@@ -20,10 +20,9 @@ from typing import Any, Mapping
 from ..errors import EntryRefusedError
 from ..runtime.library_file import LibraryFile
 from .disk import Cache, sha256_fd
+from .key import digest_of
 from .entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta, library_problem,
-                    meta_problem, meta_text)
-
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+                    meta_problem, meta_text, open_file)
 
 
 @dataclass
@@ -78,22 +77,29 @@ def _check_names(folder: str, prefix: str, key: str) -> None:
                 raise EntryRefusedError(f"entry {key[:12]}: {name!r} is not a file an entry holds")
 
 
+def _opened(folder: Path, name: str, key: str) -> int:
+    """The entry file `name` of `folder`, opened as entry.open_file opens it; EntryRefusedError if it cannot be."""
+    try:
+        return open_file(folder / name)
+    except FileNotFoundError:
+        raise EntryRefusedError(f"entry {key[:12]}: no {name}") from None
+    except OSError as exc:
+        raise EntryRefusedError(f"entry {key[:12]}: {name}: {exc.strerror}") from None
+
+
 def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -> Checked:
     """The entry laid out in `folder` (a private staging folder of this process) with its metadata,
     after every check admit() makes; EntryRefusedError naming the first that failed."""
     _check_names(str(folder), "", key)
-    try:
-        fd = os.open(folder / META, _READ_FLAGS)
-    except OSError:
-        raise EntryRefusedError(f"entry {key[:12]}: no {META}") from None
-    with os.fdopen(fd, "rb") as f:
+    with os.fdopen(_opened(folder, META, key), "rb") as f:
         meta, problem = decode_meta(f.read(META_MAX_BYTES + 1))
     problem = problem or _problem(key, meta, expect)
+    if problem is None and expect is None and digest_of((meta or {}).get("key_inputs")) != key:
+        # where the caller cannot say what the inputs are (a bundle), they must at least be the key's
+        problem = ("metadata records other key inputs than its key was taken over (a lookup would refuse it: "
+                   "its sha256 is not the key)")
     if problem is None:
-        try:
-            fd = os.open(folder / LIBRARY, _READ_FLAGS)
-        except OSError:
-            raise EntryRefusedError(f"entry {key[:12]}: no {LIBRARY}") from None
+        fd = _opened(folder, LIBRARY, key)
         try:
             problem = library_problem(meta, os.fstat(fd).st_size, sha256_fd(fd))
         finally:
@@ -158,7 +164,7 @@ def outgoing(folder: Path, key: str) -> Outgoing:
     files: list[tuple[str, bytes]] = []
     for name in entry.travelling_files():
         try:
-            fd = os.open(entry.folder / name, _READ_FLAGS)
+            fd = open_file(entry.folder / name)
         except OSError as exc:
             raise EntryRefusedError(f"entry {key[:12]}: {name}: {exc.strerror}") from None
         with os.fdopen(fd, "rb") as f:

@@ -13,12 +13,14 @@ unpacks them: all three go through this module, nobody else spells these names.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,28 @@ TRAVELLING = re.compile(rf"({re.escape(LIBRARY)}|{re.escape(META)}|{re.escape(ME
 #: a meta.json is about 1.5 KB; larger or deeper than this it was not written by jitflow
 META_MAX_BYTES = 1 << 20
 META_MAX_DEPTH = 32
+#: how an entry's files are opened for reading: never through a link, never waiting for a writer (a
+#: FIFO put in a file's place would hang the reader), and then checked to be a regular file (open_file)
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class NotAFileError(OSError):
+    """An entry's file that is not a regular file (a FIFO, a device, a socket, a folder)."""
+
+
+def open_file(path: str | os.PathLike, dir_fd: int | None = None) -> int:
+    """A read-only descriptor of the entry file at `path` (READ_FLAGS), checked to be a regular file:
+    OSError when it cannot be opened (ELOOP for a link), NotAFileError when it is not a regular file."""
+    fd = os.open(path, READ_FLAGS, dir_fd=dir_fd)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotAFileError(errno.EINVAL, f"not a regular file (mode {stat.filemode(mode)})", os.fspath(path))
+    return fd
 
 
 def kernels_name(index: int, suffix: str = ".cu") -> str:
@@ -90,7 +114,7 @@ class Entry:
     def meta_and_problem(self) -> tuple[dict[str, Any] | None, str | None]:
         """(metadata, None), or (None, why it cannot be used)."""
         try:
-            with open(self.meta_path, "rb") as f:
+            with os.fdopen(open_file(self.meta_path), "rb") as f:
                 return read_meta_file(f)
         except OSError as exc:
             return None, f"metadata unreadable ({exc.strerror or exc})"
@@ -104,7 +128,8 @@ class Entry:
 
     def read_source(self, path: Path) -> str | None:
         try:
-            return path.read_text()
+            with os.fdopen(open_file(path), "rb") as f:
+                return f.read().decode(errors="replace")
         except OSError:
             return None
 
@@ -117,6 +142,14 @@ class Entry:
 
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+#: the latest time an entry may record (the end of year 9999): later, or before 1970, it was not written by jitflow
+MAX_TIME = 253402300799.0
+
+
+def _time(v: Any) -> bool:
+    return _number(v) and 0 <= v <= MAX_TIME
 
 
 def _strings(v: Any) -> bool:
@@ -139,7 +172,7 @@ _SHAPE: dict[str, Callable[[Any], bool]] = {
     "key": lambda v: isinstance(v, str), "so_sha256": lambda v: isinstance(v, str),
     "format": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "so_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "created": _number, "fetched": _number, "functions": _strings, "sources": _strings,
+    "created": _time, "fetched": _time, "functions": _strings, "sources": _strings,
     "cuda": lambda v: isinstance(v, bool), "key_inputs": _key_inputs,
     "versions": lambda v: isinstance(v, dict), "target": _target,
     "stages": lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
@@ -156,12 +189,13 @@ def meta_shape_problem(meta: Any) -> str | None:
         return f"metadata has no {', '.join(missing)}"
     wrong = [name for name, fits in _SHAPE.items() if name in meta and not fits(meta[name])]
     if wrong:
-        return f"metadata field {wrong[0]!r} is not of its type ({json.dumps(meta[wrong[0]])[:40]})"
+        return f"metadata field {wrong[0]!r} is not of its type or range ({json.dumps(meta[wrong[0]])[:40]})"
     return None
 
 
 def decode_meta(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
-    """(metadata, None) for the bytes of a meta.json of the right shape, else (None, why not).
+    """(metadata, None) for the bytes of a meta.json of the right shape (its times within MAX_TIME, its
+    text valid Unicode), else (None, why not).
 
     Bounded: more than META_MAX_BYTES, or nested deeper than META_MAX_DEPTH, is refused unparsed.
     """
@@ -169,8 +203,18 @@ def decode_meta(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
         meta = bounded_json.loads(data, META_MAX_BYTES, META_MAX_DEPTH, "metadata")
     except bounded_json.BadJSON as exc:
         return None, str(exc)
-    problem = meta_shape_problem(meta)
+    problem = meta_shape_problem(meta) or _text_problem(meta)
     return (None, problem) if problem else (meta, None)
+
+
+def _text_problem(meta: dict[str, Any]) -> str | None:
+    """Why some text in `meta` cannot be written out (a lone surrogate such as \\ud800, which JSON's
+    escapes allow and no file name, terminal or UTF-8 text does), or None."""
+    try:
+        json.dumps(meta, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return "metadata holds text that is not valid Unicode (a lone surrogate such as \\ud800)"
+    return None
 
 
 def read_meta_file(f: IO[bytes]) -> tuple[dict[str, Any] | None, str | None]:
@@ -179,8 +223,9 @@ def read_meta_file(f: IO[bytes]) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 of the entry file at `path` (opened as open_file opens it)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(open_file(path), "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()

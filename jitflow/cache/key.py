@@ -192,8 +192,12 @@ def _hashed(ir_text: str, spec: TargetSpec, options: dict[str, Any], versions: d
         "versions": versions,
         "ir_sha256": ir_sha256(ir_text),
     }
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
-    return CacheKey(digest, inputs, _uncacheable(options))
+    return CacheKey(digest_of(inputs), inputs, _uncacheable(options))
+
+
+def digest_of(inputs: Any) -> str:
+    """The key of these inputs: what an entry's meta.json records as `key_inputs` hashes to its key."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def module_unchanged(key: CacheKey, mod: Any) -> bool:

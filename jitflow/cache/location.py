@@ -122,10 +122,16 @@ class CacheFolders:
             self._building = usable(self.configured)
         return self._building
 
-    def for_admin(self) -> Cache:
+    def for_admin(self, writes: str | None = None) -> Cache:
         """The configured cache, for the admin commands: an UntrustedFolderError (with the reason
-        and the fix) when others could change it, a CacheError when a file is in the way."""
+        and the fix) when others could change it, a CacheError when a file is in the way, or when the
+        command `writes` (one that changes the cache) meets a read-only cache."""
         from ..doctor.checks import cache_dir_problem   # doctor's check: not needed by lookups and builds
+
+        if writes and self.settings.cache_readonly:
+            raise CacheError(f"`jitflow {writes}` would change the cache {self.configured.folder}, and "
+                             "JITFLOW_CACHE=readonly keeps it for lookups only: nothing was changed. Fix: run it "
+                             f"without the read-only setting, e.g. `JITFLOW_CACHE=1 jitflow {writes} ...`")
 
         problem = cache_dir_problem(self.configured.folder, writing=False)
         if problem:

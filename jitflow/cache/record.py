@@ -18,7 +18,8 @@ Many processes may append to one file at once: each line goes out in one write()
 with O_APPEND, which a local file system appends whole, never interleaved with another writer's
 line. The file is created 0600 when missing; a symbolic link, a FIFO, a device or a folder at its
 name is refused and never written through (O_NOFOLLOW, O_NONBLOCK, and the opened file must be a
-regular file). A line that cannot be written is a RecordError naming the file and why: the
+regular file), and so is a file this user does not own, one that group or others may write, and a
+second name (hard link) of a file: whoever else could write it would decide what is packed. A line that cannot be written is a RecordError naming the file and why: the
 caller's call fails rather than leave a hole in the record (the library itself stays cached).
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import RecordError
+from ..files.folder_trust import writable_by_others
 from .entry import label, target_of, target_text
 
 FIELDS = ("key", "label", "target", "host", "outcome", "cache", "time", "jitflow")
@@ -69,9 +71,9 @@ def append(path: Path, data: bytes) -> None:
     except OSError as exc:
         raise RecordError(_problem(path, exc)) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise RecordError(f"cannot write the record {path}: it is not a regular file; "
-                              "give JITFLOW_RECORD (or record=) the path of a file")
+        problem = _not_own(os.fstat(fd))
+        if problem:
+            raise RecordError(f"cannot write the record {path}: {problem}")
         try:
             written = os.write(fd, data)
         except OSError as exc:
@@ -83,10 +85,29 @@ def append(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def _not_own(st: os.stat_result) -> str | None:
+    """Why the opened file is not a record this user alone decides (another user could write lines
+    that `pack --manifest` then packs), with the fix; None when it is."""
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file; give JITFLOW_RECORD (or record=) the path of a file"
+    if st.st_uid != os.getuid():
+        return (f"it belongs to another user (uid {st.st_uid}), who would decide what it says; give "
+                "JITFLOW_RECORD (or record=) a file of your own, in a folder of your own")
+    if writable_by_others(st, st.st_uid):
+        return (f"group or others may write it (mode {stat.S_IMODE(st.st_mode):o}), and so add keys to it; "
+                "make it private (chmod go-w) or give JITFLOW_RECORD (or record=) a new file")
+    if st.st_nlink != 1:
+        return (f"it has {st.st_nlink} names (a hard link: the lines would go to a file known by another name "
+                "too); give JITFLOW_RECORD (or record=) a file of its own")
+    return None
+
+
 def _problem(path: Path, exc: OSError) -> str:
     why = {errno.ELOOP: "it is a symbolic link (refused: write the record to a file of its own)",
            errno.ENXIO: "it is a FIFO or a device, not a regular file",
            errno.EISDIR: "it is a folder", errno.ENOENT: "its folder does not exist",
+           errno.EACCES: "permission denied (where it is another user's file in a shared folder such as /tmp, "
+                         "the system refuses it too: fs.protected_regular); give a file of your own",
            errno.ENOSPC: "no space left on the device"}.get(exc.errno or 0, exc.strerror or str(exc))
     return f"cannot write the record {path}: {why}; fix it, or unset JITFLOW_RECORD"
 

@@ -114,7 +114,8 @@ def _enabled_text(d: dict[str, Any]) -> str:
     if d["problem"]:
         return f"no: {d['problem']} (builds use a per-user temporary cache instead; set JITFLOW_CACHE_DIR)"
     if d["readonly"]:
-        return "read-only (JITFLOW_CACHE=readonly: lookups only, nothing built or written)"
+        return ("read-only (JITFLOW_CACHE=readonly: lookups only, nothing built or written; `cache prune`, `clear`, "
+                "`unpack` and `stats --zero` refuse to change it)")
     return "yes" if d["enabled"] else "no (JITFLOW_CACHE=0: every build uses a temporary folder)"
 
 

@@ -22,16 +22,17 @@ def json_option(p: argparse.ArgumentParser, schema: str) -> None:
     p.add_argument("--json", action="store_true", help=f"JSON instead of text (schema {schema}, docs/cli.md)")
 
 
-def open_cache(args: argparse.Namespace, check: bool = True) -> tuple[Any, Any]:
+def open_cache(args: argparse.Namespace, check: bool = True, writes: str | None = None) -> tuple[Any, Any]:
     """The settings and the configured Cache the arguments name (cache/location.py); with `check`,
-    refused as the admin commands refuse it: a CacheError when a file is in the way, an
+    refused as the admin commands refuse it: a CacheError when a file is in the way or when the
+    command `writes` (its name: one that changes the cache) meets JITFLOW_CACHE=readonly, an
     UntrustedFolderError (with the reason) when others could change the folder."""
     from ..cache import location
     from ..config import resolve
 
     settings = resolve(cache_dir=args.cache_dir)
     folders = location.open_cache(settings)
-    return settings, folders.for_admin() if check else folders.configured
+    return settings, folders.for_admin(writes) if check else folders.configured
 
 
 def _options(words: list[str], width: int = 48) -> str:

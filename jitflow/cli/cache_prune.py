@@ -89,7 +89,7 @@ def run_prune(args: argparse.Namespace) -> int:
     from ..cache.admin import PruneReport, entries, prune
     from ..config import parse_duration, parse_size
 
-    settings, cache = open_cache(args)
+    settings, cache = open_cache(args, writes=None if args.dry_run else "cache prune")
     cap = parse_size(args.max_size, "--max-size") if args.max_size else settings.cache_max_size
     older = parse_duration(args.older_than, "--older-than") if args.older_than else None
     before = entries(cache)
@@ -111,7 +111,7 @@ def run_prune(args: argparse.Namespace) -> int:
 def run_clear(args: argparse.Namespace) -> int:
     from ..cache.admin import PruneReport, clear, entries
 
-    settings, cache = open_cache(args)
+    settings, cache = open_cache(args, writes="cache clear")
     count = len(entries(cache))
     if not args.yes:
         if not sys.stdin.isatty():

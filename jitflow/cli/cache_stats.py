@@ -36,7 +36,7 @@ def stats_data(settings: Any, cache: Any) -> dict[str, Any]:
 def run_stats(args: argparse.Namespace) -> int:
     from ..cache import counters
 
-    settings, cache = open_cache(args)
+    settings, cache = open_cache(args, writes="cache stats --zero" if args.zero else None)
     if args.zero:
         cache.ensure()
         counters.zero(cache.root)

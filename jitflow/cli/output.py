@@ -13,8 +13,13 @@ __all__ = ["age", "dumps", "human_size", "plural", "table", "when"]
 
 
 def when(ts: float) -> str:
-    """A time stamp as local 'YYYY-MM-DD HH:MM', or '-' when unknown."""
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+    """A time stamp as local 'YYYY-MM-DD HH:MM', '-' when unknown, '?' when no date can show it."""
+    if not ts:
+        return "-"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 def dumps(data: Any) -> str:

@@ -76,8 +76,11 @@ def _tvm() -> list[Check]:
                   "unset TVM_USE_RUNTIME_LIB or install the full apache-tvm wheel to build")]
 
 
-def _zig(configured: Path | None) -> list[Check]:
+def _zig(configured: Path | None, readonly: bool = False) -> list[Check]:
+    """zig and its cache folder; with `readonly` (JITFLOW_CACHE=readonly: nothing is built) the folder
+    is looked at, never created."""
     from ..errors import JitflowError
+    from ..files import folder_trust
     from ..toolchain.zig_cc import zig_cache, zig_wheel
 
     try:
@@ -85,6 +88,11 @@ def _zig(configured: Path | None) -> list[Check]:
     except JitflowError as exc:
         return [Check("zig", False, str(exc), "pip install ziglang")]
     wanted = configured or zig_cache.default_location()
+    if readonly:
+        problem = folder_trust.folder_problem(wanted) if os.path.lexists(wanted) else None
+        state = "not created" if not os.path.lexists(wanted) else "private" if problem is None else problem
+        detail, ok = f"{wanted} ({state}; read-only mode builds nothing, so it is not needed)", True
+        return [Check("zig", True, f"{version} ({exe})"), Check("zig cache", ok, detail, "", required=False)]
     try:
         detail, ok = f"{zig_cache.private_folder(wanted)} (private, shared by every cache folder)", True
     except JitflowError as exc:
@@ -205,6 +213,6 @@ def run_checks(cuda: bool = True) -> list[Check]:
     except InvalidInputError as exc:
         bad = Check("settings", False, str(exc), "fix or unset the variable (README: Settings)")
         return [c for group in [_tvm, lambda: [bad], *cuda_checks] for c in group()]
-    groups = [_tvm, lambda: _zig(settings.zig_cache_dir), *cuda_checks,
+    groups = [_tvm, lambda: _zig(settings.zig_cache_dir, settings.cache_readonly), *cuda_checks,
               lambda: _cache(settings.cache_dir, settings.cache_readonly)]
     return [c for group in groups for c in group()]

@@ -43,7 +43,15 @@ def arch_number(arch: str) -> int:
 
 
 def normalize_archs(arch: Any) -> tuple[str, ...]:
-    items: Iterable[Any] = [arch] if isinstance(arch, (str, int)) else arch
+    """One arch or a list of them (normalize_arch each), sorted, each once; a TargetError for what is
+    neither (None, a dict, a number that is not whole)."""
+    if isinstance(arch, (str, int)) and not isinstance(arch, bool):
+        items: Iterable[Any] = [arch]
+    elif isinstance(arch, (list, tuple, set, frozenset)):
+        items = arch
+    else:
+        raise TargetError(f"the CUDA arch must be text such as 'sm_90', or a list of such, not "
+                          f"{type(arch).__name__} {str(arch)[:40]}")
     archs = sorted({normalize_arch(a) for a in items}, key=lambda a: (arch_number(a), a))
     if not archs:
         raise TargetError("the list of CUDA archs is empty; give at least one, such as 'sm_90'")

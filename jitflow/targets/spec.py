@@ -66,8 +66,14 @@ def chosen(target: Any) -> Any:
 
 
 def _known_kind(kind: Any, shown: Any) -> str:
-    """A target kind in jitflow's spelling (any case); TargetError for one jitflow does not build."""
-    name = kind.strip().lower() if isinstance(kind, str) else kind
+    """A target kind in jitflow's spelling (any case); TargetError for one jitflow does not build (or
+    one that is not text: a list or a dict is no kind)."""
+    if kind is None:
+        raise TargetError(f"the target {str(shown)[:60]} names no kind; give 'kind': 'cuda' or 'c'")
+    if not isinstance(kind, str):
+        raise TargetError(f"the target's kind must be text such as 'cuda' or 'c', not {type(kind).__name__} "
+                          f"{str(kind)[:60]}; supported: {_KINDS_TEXT}")
+    name = kind.strip().lower()
     if name not in SUPPORTED_KINDS and name not in _READ_AS:
         raise TargetError(f"unsupported target {shown!r}; supported: {_KINDS_TEXT}")
     return name
@@ -93,7 +99,7 @@ def _config_of(target: Any) -> tuple[dict[str, Any], bool]:
         return _config_of(options_of(kind, text[len(first):], target))
     if isinstance(target, dict):
         config = {k: v for k, v in target.items() if k != "host"}
-        config["kind"] = _known_kind(config.get("kind"), config.get("kind"))
+        config["kind"] = _known_kind(config.get("kind"), target)
         return config, "arch" in config
     if type(target).__name__ == "Target" and hasattr(target, "export"):
         config = plain(target.export())

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
+import tempfile
 import time
+from pathlib import Path
 
 import kernels
 import pytest
-from conftest import run_python, start_python
+from conftest import OTHER_UID, as_other_user, needs_root, run_python, start_python
 
 import jitflow
 from jitflow.cache import record
@@ -164,3 +167,83 @@ def test_build_all_records_what_its_processes_obtained(cache_dir, tmp_path):
     lines = _lines(path)
     assert sorted(line["key"] for line in lines) == sorted({e.key for e in exes})
     assert {line["outcome"] for line in lines} == {"hit"}
+
+
+CHDIR = """
+    import os, jitflow, kernels
+    first = jitflow.compile(kernels.axpb(21.0), "c", record={record!r})
+    first.build()
+    os.chdir("data")                                 # the record stays the one named in the first folder
+    second = jitflow.compile(kernels.axpb(22.0), "c", record={record!r})
+    second.build()
+    print(first.key, second.key)
+"""
+
+
+@pytest.mark.parametrize("how", ["JITFLOW_RECORD", "record="])
+def test_a_relative_record_stays_where_it_was_first_read_after_chdir(cache_dir, tmp_path, how):
+    (tmp_path / "data").mkdir()
+    env = {"JITFLOW_RECORD": "record.jsonl"} if how == "JITFLOW_RECORD" else {}
+    code = CHDIR.format(record=None if how == "JITFLOW_RECORD" else "record.jsonl")
+    keys = run_python(code, env=env, cwd=tmp_path).stdout.split()
+    assert [line["key"] for line in _lines(tmp_path / "record.jsonl")] == keys and len(set(keys)) == 2
+    assert not (tmp_path / "data" / "record.jsonl").exists()
+
+
+@pytest.fixture
+def sticky_folder():
+    """A folder like /tmp (root's, world-writable, sticky) that another user can reach."""
+    base = Path(tempfile.mkdtemp(prefix="jitflow-test-"))
+    os.chmod(base, 0o755)
+    folder = base / "tmp"
+    folder.mkdir()
+    os.chmod(folder, 0o1777)
+    yield folder
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_root
+def test_a_record_another_user_made_is_refused_and_not_appended_to(cache_dir, sticky_folder):
+    path, planted = sticky_folder / "record.jsonl", '{"key": "%s"}\n' % ("9f" * 32)
+
+    def plant() -> None:                                    # another user makes the record first, open to all
+        path.write_text(planted)
+        path.chmod(0o666)
+
+    as_other_user(plant)
+    assert path.stat().st_uid == OTHER_UID
+    with pytest.raises(RecordError, match=f"cannot write the record {path}: it belongs to another user "
+                                          f"\\(uid {OTHER_UID}\\).*a file of your own"):
+        jitflow.compile(kernels.axpb(31.0), "c", record=path).build()
+    assert path.read_text() == planted
+
+
+def test_a_record_others_can_write_or_with_a_second_name_is_refused(cache_dir, tmp_path):
+    exe = jitflow.compile(kernels.axpb(32.0), "c")
+    exe.build()
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text("")
+    shared.chmod(0o666)
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("")
+    os.link(mine, tmp_path / "second-name.jsonl")
+    for path, says in [(shared, "group or others may write it \\(mode 666\\).*chmod go-w"),
+                       (tmp_path / "second-name.jsonl", "it has 2 names \\(a hard link"),
+                       (mine, "it has 2 names")]:
+        with pytest.raises(RecordError, match=f"cannot write the record {path}: {says}"):
+            jitflow.compile(kernels.axpb(32.0), "c", record=path).build()
+        assert path.read_text() == ""
+
+
+@needs_root
+def test_a_record_this_user_cannot_open_is_a_record_error_that_says_why(sticky_folder):
+    path = sticky_folder / "root-only.jsonl"
+    path.write_text("")
+    path.chmod(0o600)
+
+    def append() -> None:                                   # EACCES, as fs.protected_regular also gives it
+        with pytest.raises(RecordError, match="permission denied.*a file of your own"):
+            record.append(path, b"{}\n")
+
+    as_other_user(append)
+    assert path.read_text() == ""

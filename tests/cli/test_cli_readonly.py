@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from cli_run import jf, no_traceback
 
@@ -63,3 +64,35 @@ def test_cache_info_and_doctor_of_a_readonly_cache_look_and_write_nothing(tmp_pa
     proc = jf("cache", "info", env=dict(readonly, JITFLOW_CACHE_DIR=str(tmp_path / "nothing")))
     assert proc.returncode == 1 and "does not exist" in proc.stdout and "every lookup is a miss" in proc.stdout
     assert not (tmp_path / "nothing").exists()
+
+
+def test_commands_that_change_the_cache_refuse_in_readonly_mode_and_doctor_makes_no_zig_cache(tmp_path, zig_cache):
+    (tmp_path / "model.py").write_text(MODULE)
+    cache = tmp_path / "cache"
+    env = {"JITFLOW_CACHE_DIR": str(cache), "JITFLOW_ZIG_CACHE_DIR": str(zig_cache), "JITFLOW_CACHE": "1"}
+    assert jf("build", f"{tmp_path / 'model.py'}:mod", "--target", "c", "-o", str(tmp_path / "a.so"),
+              env=env).returncode == 0
+    bundle = tmp_path / "all.tar"
+    assert jf("cache", "pack", str(bundle), env=env).returncode == 0
+    assert jf("cache", "stats", env=env).returncode == 0
+    readonly = dict(env, JITFLOW_CACHE="readonly")
+    for entry in (cache / "v1" / "entries").glob("*/*"):
+        os.utime(entry, (1e9, 1e9))                   # published long ago: prune may take it
+    before = listing(cache)
+    for command in (["stats", "--zero"], ["clear", "--yes"], ["prune"], ["prune", "--max-size", "0"],
+                    ["unpack", str(bundle), "--cache-dir", str(tmp_path / "other")]):
+        proc = jf("cache", *command, env=readonly)
+        assert proc.returncode == 3 and no_traceback(proc), (command, proc.stdout, proc.stderr)
+        words = " ".join(command[:2] if command[0] == "stats" else command[:1])
+        assert f"`jitflow cache {words}` would change the cache" in proc.stderr, proc.stderr
+        assert "JITFLOW_CACHE=readonly keeps it for lookups only" in proc.stderr
+        assert f"JITFLOW_CACHE=1 jitflow cache {words}" in proc.stderr
+    assert listing(cache) == before and not (tmp_path / "other").exists()
+    proc = jf("cache", "prune", "--max-size", "0", "--dry-run", env=readonly)     # looks only: allowed
+    assert proc.returncode == 0 and "would remove 1 entry" in proc.stdout, proc.stderr
+    assert listing(cache) == before
+    assert "`cache prune`, `clear`, `unpack` and `stats --zero` refuse" in jf("cache", "info", env=readonly).stdout
+    fresh = tmp_path / "zig-never-made"
+    proc = jf("doctor", "--cpu", "--json", env=dict(readonly, JITFLOW_ZIG_CACHE_DIR=str(fresh)))
+    (check,) = [c for c in json.loads(proc.stdout)["checks"] if c["name"] == "zig cache"]
+    assert check["ok"] and "not created" in check["detail"] and not fresh.exists(), check

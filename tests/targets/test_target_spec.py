@@ -162,3 +162,20 @@ def test_an_llvm_cpu_option_names_the_jitflow_argument(caplog):
     assert len(said) == 1 and "-mcpu the CPU level where it names one of jitflow's, as cpu_level= does" in said[0]
     level = [r.getMessage() for r in caplog.records if "mcpu 'skylake' is not one of jitflow's CPU levels" in r.getMessage()]
     assert len(level) == 1 and "pass cpu_level=" in level[0]
+
+
+def test_a_target_field_of_the_wrong_type_is_a_target_error():
+    import pytest
+
+    from jitflow.errors import TargetError
+
+    cases = {'{"kind": ["llvm"]}': "kind must be text", "{}": "names no kind",
+             '{"kind": {"cuda": 1}}': "kind must be text", '{"kind": 3}': "kind must be text",
+             '{"kind": "cuda", "arch": null}': "arch must be text", '{"kind": "cuda", "arch": {"sm_90": 1}}':
+             "arch must be text", '{"kind": "cuda", "arch": true}': "arch must be text"}
+    for text, says in cases.items():
+        for target in (text, __import__("json").loads(text)):
+            with pytest.raises(TargetError, match=says):
+                jitflow.compile(_vecadd(), target)
+    with pytest.raises(TargetError, match="arch must be text"):
+        jitflow.compile(_vecadd(), "cuda", arch=9.0)
