@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,6 @@ INSTALL_TIMEOUT = 900
 class OtherPython:
     python: Path          # the environment's interpreter
     version: str          # its version, "3.12.1"
-    made_in: float        # seconds this call spent making the environment (0.0: it was there)
 
 
 def pins() -> list[str]:
@@ -98,9 +96,10 @@ def _make(python: Path, folder: Path, pinned: list[str]) -> None:
             proc = subprocess.CompletedProcess(cmd, -1, "", f"no answer in {INSTALL_TIMEOUT} s")
         if proc.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
-            tail = (proc.stderr.strip().splitlines() or ["no message"])[-1][:300]
-            pytest.skip(f"cannot make a Python {python.name} environment with {len(pinned)} pinned packages "
-                        f"({' '.join(cmd[:4])}... failed: {tail})")
+            lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln] or ["no message"]
+            tail = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1])[:300]
+            pytest.skip(f"cannot make a {python.name} environment with the {len(pinned)} packages a key reads "
+                        f"({' '.join(cmd[1:4])} ... failed: {tail})")
     (staging / "pins.txt").write_text("\n".join(pinned) + "\n")
     staging.rename(folder)
 
@@ -118,12 +117,11 @@ def environment() -> OtherPython:
             tried.append(str(python))
             continue
         folder = _folder(version, pinned)
-        start = time.perf_counter()
         folder.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(folder) + ".lock", timeout=INSTALL_TIMEOUT * 2):
-            made = not (folder / "pins.txt").is_file()
-            if made:
+            if not ((folder / "pins.txt").is_file() and (folder / "bin" / "python").exists()):
+                shutil.rmtree(folder, ignore_errors=True)      # never made whole, or its Python is gone
                 _make(python, folder, pinned)
-        return OtherPython(folder / "bin" / "python", version, time.perf_counter() - start if made else 0.0)
+        return OtherPython(folder / "bin" / "python", version)
     pytest.skip("no Python of another minor version than %d.%d here (looked for pyenv's versions and python3.N on "
                 "PATH%s)" % (*sys.version_info[:2], f"; none of {', '.join(tried)} runs" if tried else ""))

@@ -2,7 +2,8 @@
 
 A value is named by what it is, by the same text under every Python version:
 
-- numbers, strings, bytes and containers of them by value (sets and dicts sorted);
+- numbers, strings, bytes and containers of them by value (sets and dicts sorted), as text every Python
+  version writes alike (strings as JSON, integers in hex);
 - a Python function by its code (code_identity.py: TVM's and Python's own by name, any other by
   its source text) and what it holds: its closure cells and, but for Python's own, its default
   arguments; a `functools.partial` by its function, arguments and keywords; a bound method by its
@@ -26,6 +27,7 @@ import enum
 import functools
 import hashlib
 import itertools
+import json
 import types
 from typing import Any
 
@@ -111,7 +113,7 @@ class Values:
             raise Unkeyable(f"{where} holds values nested deeper than {_MAX_DEPTH} levels or more than "
                             f"{_MAX_VALUES} of them")
         if isinstance(value, _PLAIN):
-            return f"{type(value).__name__}:{value!r}"
+            return f"{type(value).__name__}:{_plain(value)}"
         if isinstance(value, (tuple, list)):
             return f"{type(value).__name__}[{', '.join(self.value(v, depth + 1, where) for v in value)}]"
         if isinstance(value, (set, frozenset)):
@@ -126,7 +128,8 @@ class Values:
             return (f"partial:{self.value(value.func, depth + 1, where)}({self.value(value.args, depth + 1, where)}, "
                     f"{self.value(value.keywords, depth + 1, where)})")
         if isinstance(value, types.MethodType):
-            return f"method:{self.value(value.__func__, depth + 1, where)} of {self.value(value.__self__, depth + 1, where)}"
+            function, bound = self.value(value.__func__, depth + 1, where), self.value(value.__self__, depth + 1, where)
+            return f"method:{function} of {bound}"
         if isinstance(value, types.BuiltinFunctionType) and not isinstance(value.__self__, (types.ModuleType,
                                                                                           type(None))):
             return f"builtin method:{qualified(value)} of {self.value(value.__self__, depth + 1, where)}"
@@ -244,6 +247,20 @@ class Values:
         return self.value(rebuild, depth + 1, where)
 
 
+def _plain(value: Any) -> str:
+    """A number, string or bytes as text that no Python version writes otherwise: strings as JSON (repr
+    escapes the characters its Unicode database does not know, which grows with the version), integers
+    in hex (repr refuses more than 4300 digits), the types' own repr for the rest (not a subclass's)."""
+    if isinstance(value, str):
+        return json.dumps(str(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return hex(value)
+    for base in (bool, float, complex, bytes):
+        if isinstance(value, base):
+            return base.__repr__(value)
+    return repr(value)
+
+
 def _named_by_name(cls: type) -> bool:
     """Whether a class is TVM's or Python's own, made where its name says (not inside a function)."""
     return class_home(cls) is not None and "<locals>" not in getattr(cls, "__qualname__", "")
@@ -279,5 +296,5 @@ def _is_enum(cls: type) -> bool:
 
 
 def _is_sunder(name: str) -> bool:
-    """An enum's _name_ of its own machinery (_member_map_, _value2member_map_, ...), which Python versions differ in."""
+    """An enum's _name_ of its own machinery (_member_map_, _value2member_map_, ...): Python versions differ in them."""
     return len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_" and name[-2] != "_"

@@ -1,8 +1,11 @@
-"""Keys travel between machines of one lock file: the same builds get the same keys under two minor
-versions of Python (a library's bytes do not depend on the Python that built it).
+"""Keys travel between machines of one lock file: what differs between two such machines without
+deciding a library's bytes is not in the key. The same builds get the same keys under two minor
+versions of Python; the gcc nvcc preprocesses with is named by its version, not its folder.
 
-The other Python's environment (other_python.py) is made once per machine, under the user's cache;
-where there is no other Python, or its packages cannot be installed, the test is skipped saying why."""
+The other Python's environment (other_python.py) is made once per machine, under the user's cache: a
+minute or two the first time, so the test is marked `pythons` and run by `make test-pythons`, not
+`make test`. Where there is no other Python, or its packages cannot be installed, it is skipped
+saying why."""
 from __future__ import annotations
 
 import json
@@ -10,6 +13,7 @@ import os
 import subprocess
 
 import other_python
+import pytest
 from conftest import ROOT, TESTS, run_python
 
 from jitflow.cache import key_diff
@@ -17,6 +21,7 @@ from jitflow.cache import key_diff
 PROBE = TESTS / "key_probe.py"
 
 
+@pytest.mark.pythons
 def test_the_same_builds_get_the_same_keys_under_another_python_version(cache_dir):
     other = other_python.environment()
     here = json.loads(run_python(PROBE.read_text()).stdout)
@@ -32,3 +37,18 @@ def test_the_same_builds_get_the_same_keys_under_another_python_version(cache_di
     assert all(k["uncacheable"] is None for k in here["keys"].values())
     # every registered callable was named by its source text or TVM's name, the same text on both sides
     assert "tvm.s_tir.pipeline.default_s_tir_pipeline" in json.dumps(there["keys"]["cpu kernel"]["inputs"])
+
+
+def test_nvccs_host_compiler_is_keyed_by_its_version_not_its_path(tmp_path, monkeypatch):
+    """Two machines with the same gcc in other folders (/usr/bin, /usr/local/bin) share nvcc's keys."""
+    from jitflow.toolchain.cuda import nvcc
+
+    seen = []
+    for folder in ("usr-bin", "usr-local-bin"):
+        gcc = tmp_path / folder / "gcc"
+        gcc.parent.mkdir()
+        gcc.write_text("#!/bin/sh\necho 13.2.0\n")
+        gcc.chmod(0o755)
+        monkeypatch.setenv("PATH", str(gcc.parent))
+        seen.append(nvcc._host_compiler())
+    assert seen == ["gcc 13.2.0", "gcc 13.2.0"]
