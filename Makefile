@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.jitflow-installed
 
-.PHONY: demo test test-faults test-tune test-ray soak gpu-artifacts bench clean
+.PHONY: demo test test-faults test-tune test-ray test-pythons soak gpu-artifacts bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ demo: $(STAMP)
 
 # the whole suite, one worker per core (tests needing a GPU are skipped where there is none)
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto --dist loadfile -m "not ray and not tune and not slow"
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not ray and not tune and not slow and not pythons"
 
 # the fault and race runs (tests marked slow) at their few repetitions: the kill test 8 times, the
 # prune-while-reading race once, races of 8 processes, the bit-flip and re-sealed library trials
@@ -28,6 +28,12 @@ test-faults: $(STAMP)
 # real MetaSchedule tuning runs through jitflow's builder (a minute or two on 2 cores)
 test-tune: $(STAMP)
 	$(PY) -m pytest -q -m tune tests/meta_schedule
+
+# the same cache keys under another minor version of Python (pyenv's, or python3.N on PATH): its
+# environment, the packages a key reads at the versions installed here, is made once per machine under
+# the user's cache (a minute or two the first time, from pip's cache), then the test takes some 10 s
+test-pythons: $(STAMP)
+	$(PY) -m pytest -q -m pythons tests/cache/test_key_travels.py
 
 # build_all on a local Ray cluster (the tests start one of 2 CPUs); installs the ray extra first if needed
 RAY_STAMP := $(VENV)/.jitflow-ray-installed

@@ -179,8 +179,9 @@ def _say_uncacheable(reason: str) -> None:
     from .logs import warn_once
 
     warn_once(f"uncacheable {reason}", "jitflow: this build is not cached: %s, so a library in the cache could "
-              "be one a process with other values built. Fix: capture plain values (numbers, strings, functions "
-              "of them) instead, or give cache_salt= (or JITFLOW_CACHE_SALT) naming what it holds", reason)
+              "be one a process with other code or values built. Fix: capture plain values (numbers, strings, "
+              "functions of them, defined in a file) instead, or give cache_salt= (or JITFLOW_CACHE_SALT) naming "
+              "what it holds", reason)
 
 
 def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,

@@ -17,7 +17,7 @@ from ..config import Settings
 from ..errors import BuildTimeoutError, CompileError
 from ..formats import elf_object
 from ..options import BuildOptions, InProcess, relax_pipeline
-from ..runtime import compat
+from ..runtime import compat, ffi_abi
 from ..targets import TargetSpec, cpu_level
 from ..toolchain.cuda import cuda_flags, device_compiler
 from ..toolchain.zig_cc import link, zig, zig_cache
@@ -146,7 +146,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
     with clock.stage("link", "linking"):
         link.link_shared(objects, entry.library, spec.host, zig_dir, local, clock.show, data,
                          needs=lowered.runtime_needs(), cpu=cpu_level.record(options.cpu_level, spec.host),
-                         device_code=_device_code(fatbins), deadline=deadline)
+                         device_code=_device_code(fatbins), deadline=deadline, tvm_ffi=ffi_abi.installed())
     for leftover in [*objects, *data]:
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)

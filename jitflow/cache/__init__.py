@@ -1,5 +1,6 @@
 """The cache: the key (key.py: what it covers, made in one place) and what goes into it beyond the IR
-(recipe.py: jitflow's own build code; registrations.py and lowering_rules.py: TVM registrations),
+(recipe.py: jitflow's own build code; registrations.py and lowering_rules.py: TVM registrations, with
+held_values.py and code_identity.py naming the callables registered),
 entry folders (entry.py), the disk cache (disk.py), the one way to open a cache and the location
 rules (location.py), the one door for entries coming from or going elsewhere (door.py), bundles of
 entries (bundle.py: pack, bundle_unpack.py: unpack), the sources of failed builds (failed.py),

@@ -9,15 +9,20 @@ checked again on every lookup):
 - the build options (options.py): device compiler flags and the CUDA floor, resolved (the
   compiler's default included), the CPU level above the baseline (native as the concrete CPU and
   features it resolved to), and a Relax module's pipeline (`pipeline_key`: a name with the
-  function registered under it, or a Pass by its printed structure);
+  callable registered under it, or a Pass by its printed structure);
 - the PassContext the build lowers in: the caller's, merged with pass_config= (pass_context.key_of);
 - the TVM registrations the build can see (registrations.py): lowering rules that are not TVM's own,
-  code-generator callbacks, the TIR pipeline that will run;
+  code-generator callbacks, the TIR pipeline that will run (a callable by what it runs and holds, in
+  text that is the same under every Python version: held_values.py, code_identity.py);
 - for CUDA, the device compiler and the environment that reaches it: for NVRTC the variables it
   reads, for both TVM's CUDA variables that change the flags (toolchain/environment.py);
-- the versions of jitflow, TVM, zig and the CUDA compiler (toolchain/versions.py) and a digest
-  of jitflow's own build code (recipe.py);
+- the versions of jitflow, TVM, tvm-ffi, zig and the CUDA compiler (toolchain/versions.py) and a
+  digest of jitflow's own build code (recipe.py);
 - the entry format version, and the cache salt (cache_salt= / JITFLOW_CACHE_SALT) when one is set.
+
+What differs between two machines installed from one lock file without deciding a library's bytes is
+left out, so that keys travel: Python's version (no bytecode), where packages and tools are installed,
+the user, the rest of the environment (docs/reliability.md lists both sides).
 
 Making a key changes nothing: not the module, not the options.
 """
@@ -103,8 +108,8 @@ def tensor_sha256(tensor: Any) -> str:
 
 
 def pipeline_key(relax_pipeline: Any) -> str:
-    """How a Relax pipeline enters the key: a name with the function registered under it in
-    tvm.relax.pipeline.PIPELINE_MAP (module, name, bytecode), a Pass by its printed structure.
+    """How a Relax pipeline enters the key: a name with the callable registered under it in
+    tvm.relax.pipeline.PIPELINE_MAP (registrations.function_identity), a Pass by its printed structure.
 
     A Pass prints as the names, opt levels and nesting of its passes, not the Python code or the
     arguments inside them: give a pipeline whose behaviour changes a new name, or a cache salt.

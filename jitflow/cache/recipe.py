@@ -25,8 +25,8 @@ PACKAGE = Path(__file__).resolve().parent.parent
 #: folders of jitflow whose every file shapes what is built
 FOLDERS = ("builder", "toolchain", "formats", "targets")
 #: single files that decide what an entry holds and what its key covers
-FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py",
-         "cache/lowering_rules.py", "options.py", "inputs/pass_context.py")
+FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py", "cache/held_values.py",
+         "cache/code_identity.py", "cache/lowering_rules.py", "options.py", "inputs/pass_context.py")
 #: the install memo's name for the digest
 MEMO = "recipe"
 

@@ -5,7 +5,8 @@ and the facts a loader needs before dlopen.
     body     JSON, `length` bytes           {"needs": ["contrib", "cuda"], "cpu": {"level": "x86-64-v3",
                                             "needs": ["avx2", ...]}, "cuda": {"sass": ["sm_90"], "ptx":
                                             [["compute_90", "9.0"]], "sass_toolkit": "13.0"}} (the device
-                                            code its fatbins carry); later fields join it, old readers
+                                            code its fatbins carry), "tvm_ffi": "0.1.14.post0" (the tvm-ffi
+                                            it was compiled against); later fields join it, old readers
                                             ignore them (a change old readers cannot follow bumps VERSION)
     header   32 bytes                       MAGIC (16) | u32 VERSION | u32 length | u64 covered
     digest   32 bytes                       sha256 of every byte of the file before it
@@ -83,6 +84,15 @@ class Record(NamedTuple):
         if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
             raise DigestError("its digest record is damaged (the CPU features it needs are not a list of names)")
         return frozenset(needs)
+
+    @property
+    def tvm_ffi(self) -> str | None:
+        """The version of tvm-ffi the library was compiled against; None when not recorded (built before
+        records stated it); DigestError when stated in a form this reader does not know."""
+        version = self.fields.get("tvm_ffi")
+        if version is not None and not isinstance(version, str):
+            raise DigestError("its digest record is damaged (the tvm-ffi it was built against is not a version)")
+        return version
 
     @property
     def device_code(self) -> Any:

@@ -11,7 +11,8 @@ fails with a misleading message, and any shared object "loads" as an empty TVM m
   much longer than its headers describe is refused rather than read;
 - then, for every library: the CPU it was built for, whether it is whole, whether it is a TVM library;
 - what it records of the CPU features its code needs is handed to the loader, which checks them
-  against this CPU (cpu_features.py) before dlopen.
+  against this CPU (cpu_features.py) before dlopen, and so is the tvm-ffi it was built against
+  (ffi_abi.py: another one than this process's is a warning, or a LoadError across minor versions).
 
 Everything is read through formats/elf_file.py: positioned reads of what the headers point to, each
 bounded, never a map of the whole file, so nothing here can crash or hang on any input.
@@ -49,6 +50,7 @@ class Checked(NamedTuple):
     cpu_needs: frozenset[str] = frozenset()      # the CPU features its code needs (/proc/cpuinfo names)
     device_code: Any = None      # the device code its record states (compat.DeviceCode.from_record reads it)
     strings: bytes = b""         # its dynamic string table (exported_functions reads it, when asked)
+    tvm_ffi: str | None = None   # the tvm-ffi it was built against (None: its record states none)
 
 
 def this_machine() -> str:
@@ -71,7 +73,8 @@ def check(fd: int, verify: bool = True) -> Checked:
         raise LibraryFormatError(f"cannot be read: {exc.strerror or exc}") from None
     if record is None:
         return Checked(_searched_needs(elf), state, strings=strings)
-    return Checked(record.needs, state, record.cpu_level, record.cpu_needs, record.device_code, strings)
+    return Checked(record.needs, state, record.cpu_level, record.cpu_needs, record.device_code, strings,
+                   record.tvm_ffi)
 
 
 def digest_text(fd: int) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LibraryFormatError, LoadError
-from . import cpu_features, library_check, tensors, tvm_runtime
+from . import cpu_features, ffi_abi, library_check, tensors, tvm_runtime
 from .library_check import Checked
 from .library_file import LibraryFile
 from .library_module import named_module
@@ -48,10 +48,11 @@ def open_checked(path: str | os.PathLike) -> tuple[LibraryFile, Checked]:
 
 
 def _check_here(library: LibraryFile, checked: Checked, device_query: Any, device_index: int, cuda: bool) -> None:
-    """The checks of this machine before dlopen: the CPU features the library records, and for device
-    code GPU `device_index` and its driver (runtime.compat)."""
+    """The checks of this machine before dlopen: the CPU features the library records, the tvm-ffi it
+    was built against (ffi_abi.py), and for device code GPU `device_index` and its driver (runtime.compat)."""
     cpu_features.require(checked.cpu_needs, checked.cpu_level, f"cannot load {library.path}: it",
                          "load it on a CPU that has them")
+    ffi_abi.check(checked.tvm_ffi, library.path)
     if cuda:
         from .compat import check_library
 
@@ -119,7 +120,8 @@ def load(path: str | os.PathLike, device_query: Any = None) -> Any:
 
     The file is checked before the dynamic loader sees it: its digest (a changed byte is a LoadError
     naming the file), its CPU (and the CPU features it needs: a LoadError names those this CPU lacks),
-    that it is whole. A CUDA library is checked against the first GPU and
+    that it is whole, the tvm-ffi it was built against (another minor version is a LoadError, another
+    release of the same one a warning). A CUDA library is checked against the first GPU and
     its driver first (device_query: how they are found, a jitflow.runtime.compat.DeviceQuery;
     default the CUDA driver)."""
     return load_library(path, device_query=device_query)

@@ -1,6 +1,8 @@
 """The cache key: stable across processes, different for anything that changes the library."""
 from __future__ import annotations
 
+import importlib.metadata
+
 import kernels
 import tvm
 from conftest import run_python
@@ -45,3 +47,14 @@ def test_equivalent_target_spellings_share_a_key(cache_dir):
     assert by_arg == key(mod, {"kind": "cuda", "arch": "sm_90"})
     assert by_arg == key(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}))
     assert key(mod, "cuda", arch=["sm_90", "sm_80"]) == key(mod, "cuda", arch=["sm_80", "sm_90", "sm_80"])
+
+
+def test_the_key_names_tvm_ffi_and_another_version_is_another_key(cache_dir, monkeypatch):
+    """Every library is compiled against tvm-ffi's headers and calls its C ABI, and TVM leaves its version
+    open: a process with another tvm-ffi is not served this one's libraries."""
+    from jitflow.toolchain import versions
+
+    exe = jitflow.compile(kernels.vecadd(), "c")
+    assert exe.cache_key.inputs["versions"]["tvm_ffi"] == importlib.metadata.version("apache-tvm-ffi")
+    monkeypatch.setattr(versions, "tvm_ffi", lambda: "0.1.99")
+    assert jitflow.compile(kernels.vecadd(), "c").key != exe.key

@@ -5,6 +5,7 @@ Each test is a way a cache was shown to hand back a library other than a fresh b
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -211,17 +212,8 @@ AXPB = """
     print(exe.build_info.outcome, exe.key, c.numpy()[0])
 """
 CUSTOM_TIR_PIPELINE = """
-    from tvm.tirx.compilation_pipeline import PIPELINE_MAP
-    default = PIPELINE_MAP["s_tir"]
-
-    @tvm.tirx.transform.prim_func_pass(opt_level=0)
-    def other_kernel(func, mod, ctx):   # builds C = A * 4301 + 1 instead
-        return kernels.axpb(4301.0)["main"].with_attrs(func.attrs)
-
-    def custom(**kwargs):
-        pipeline, host, device = default(**kwargs)
-        return tvm.transform.Sequential([other_kernel, pipeline]), host, device
-    tvm.tirx.register_tir_pipeline("s_tir", custom)   # the name tvm.compile's "default" stands for
+    import bound_pipelines
+    tvm.tirx.register_tir_pipeline("s_tir", bound_pipelines.custom)   # the name tvm.compile's "default" stands for
 """
 
 
@@ -238,25 +230,8 @@ def test_a_custom_tir_pipeline_under_the_default_name_changes_the_key(cache_dir)
 
 
 PIPELINE_FACTORY = """
-    from tvm.tirx.compilation_pipeline import PIPELINE_MAP
-    default = PIPELINE_MAP["s_tir"]
-
-    def make(scale, hold_a_pass):
-        @tvm.tirx.transform.prim_func_pass(opt_level=0)
-        def scaled(func, mod, ctx):   # builds C = A * scale + 1 instead
-            return kernels.axpb(scale)["main"].with_attrs(func.attrs)
-
-        def by_value(**kwargs):       # holds `scale` (a number) in its closure, makes its pass each time
-            pipeline, host, device = default(**kwargs)
-            again = tvm.tirx.transform.prim_func_pass(lambda f, m, c: kernels.axpb(scale)["main"].with_attrs(f.attrs),
-                                                      opt_level=0)
-            return tvm.transform.Sequential([again, pipeline]), host, device
-
-        def by_pass(**kwargs):        # holds the pass object itself: its Python body cannot be keyed
-            pipeline, host, device = default(**kwargs)
-            return tvm.transform.Sequential([scaled, pipeline]), host, device
-        return by_pass if hold_a_pass else by_value
-    tvm.tirx.register_tir_pipeline("s_tir", make({scale}, {hold_a_pass}))
+    import bound_pipelines
+    tvm.tirx.register_tir_pipeline("s_tir", bound_pipelines.factory({scale}, {hold_a_pass}))
 """
 
 
@@ -268,14 +243,14 @@ def test_a_pipeline_made_by_a_factory_is_keyed_by_what_its_closure_holds(cache_d
         return proc.stdout.split(), proc.stderr
 
     one, _ = run(1.0)
-    other, _ = run(101.0)                      # the same bytecode, another value in its closure
+    other, _ = run(101.0)                      # the same code, another value in its closure
     assert one[0] == "built" and one[2] == "2.0" and other[0] == "built" and other[2] == "102.0", (one, other)
     assert one[1] != other[1]                  # it used to be a hit on the first one's library: 2.0
     assert run(1.0)[0][:3] == ["hit", one[1], "2.0"]
     held, err = run(101.0, hold_a_pass=True)   # a value the key cannot name: built, never cached
     assert held[0] == "built" and held[2] == "102.0" and held[3] == "built", held
     assert "this build is not cached: the TIR pipeline registered under 's_tir'" in err
-    assert "its closure cell 'scaled' holds a TVM pass (PrimFuncPass)" in err and "cache_salt=" in err
+    assert "its closure cell 'scaled_pass' holds a TVM pass (PrimFuncPass)" in err and "cache_salt=" in err
     salted, _ = run(101.0, hold_a_pass=True, env={"JITFLOW_CACHE_SALT": "scaled by 101"})
     assert salted[0] == "built" and salted[3] == "hit", salted     # the caller's salt names it: cached
 
@@ -291,10 +266,11 @@ def tir_pipeline():
     PIPELINE_MAP["s_tir"] = default
 
 
-@pytest.mark.parametrize("kind", ["partial", "object", "method"])
+@pytest.mark.parametrize("kind", ["partial", "object", "method", "lru_cache", "class"])
 def test_a_pipeline_bound_to_a_value_is_keyed_by_that_value(cache_dir, tir_pipeline, kind):
-    """A partial, a callable object or a bound method: the same code with another bound value is
-    another pipeline (each was keyed by its type and code only, and served the other's library)."""
+    """A partial, a callable object, a bound method, a function in functools.lru_cache, a class
+    registered itself: the same code with another bound value is another pipeline (each was keyed by
+    its type and code or its name only, and served the other's library)."""
     import bound_pipelines
 
     def key(scale: float) -> str:
@@ -322,7 +298,7 @@ def test_a_bound_pipelines_key_is_the_same_in_another_process(cache_dir, tir_pip
     for kind in bound_pipelines.KINDS:
         tir_pipeline(bound_pipelines.make(kind, 7.0))
         here.append(jitflow.compile(kernels.axpb(4300.0), "c").key)
-    assert run_python(code).stdout.split() == here and len(set(here)) == 3
+    assert run_python(code).stdout.split() == here and len(set(here)) == len(bound_pipelines.KINDS)
 
 
 def test_an_object_whose_state_cannot_be_named_is_built_and_not_cached(cache_dir, tir_pipeline):
@@ -354,6 +330,10 @@ def test_a_relax_pipeline_made_by_a_factory_is_keyed_by_what_it_holds(cache_dir)
 
     try:
         assert key(True) != key(False) and key(True) == key(True)
+        PIPELINE_MAP["jitflow_factory_test"] = functools.lru_cache(maxsize=None)(factory(True))
+        folded = jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_factory_test").key
+        PIPELINE_MAP["jitflow_factory_test"] = functools.lru_cache(maxsize=None)(factory(False))
+        assert folded != jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_factory_test").key
         PIPELINE_MAP["jitflow_factory_test"] = lambda p=tvm.relax.transform.FoldConstant(), **kw: p
         exe = jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_factory_test")
         assert "the Relax pipeline 'jitflow_factory_test'" in exe.cache_key.uncacheable
@@ -364,24 +344,51 @@ def test_a_relax_pipeline_made_by_a_factory_is_keyed_by_what_it_holds(cache_dir)
 
 def test_registered_codegen_callbacks_and_pipelines_change_the_key(cache_dir):
     out = run_python("""
-        import tvm, tvm_ffi, jitflow, kernels, models
+        import tvm, tvm_ffi, jitflow, kernels, models, bound_pipelines
         cuda = lambda: jitflow.compile(kernels.vecadd_cuda(), "cuda", arch="sm_90").key
         before = cuda()
         tvm_ffi.register_global_func("tvm_callback_cuda_postproc", lambda code, target: code)
         print(before != cuda())
 
-        from tvm.relax.pipeline import PIPELINE_MAP, zero_pipeline
-        def mine(**kwargs):
-            return zero_pipeline(**kwargs)
-        PIPELINE_MAP["jitflow_test"] = mine
-        relax = lambda: jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_test").key
+        from tvm.relax.pipeline import PIPELINE_MAP
+        PIPELINE_MAP["jitflow_test"] = bound_pipelines.zero_only
+        relax = lambda: jitflow.compile(models.mlp(), "c", relax_pipeline="jitflow_test").cache_key
         first = relax()
-        def mine(**kwargs):
-            return tvm.transform.Sequential([zero_pipeline(**kwargs), tvm.relax.transform.FoldConstant()])
-        PIPELINE_MAP["jitflow_test"] = mine
-        print(first != relax())
+        PIPELINE_MAP["jitflow_test"] = bound_pipelines.zero_then_fold
+        print(first.digest != relax().digest, first.uncacheable)
     """)
-    assert out.stdout.split() == ["True", "True"]
+    assert out.stdout.split() == ["True", "True", "None"]
+
+
+def test_a_class_registered_as_the_pipeline_is_keyed_by_its_methods(cache_dir, tir_pipeline):
+    """Two classes of one qualified name whose methods build other kernels: two keys (a class was
+    keyed by its name only)."""
+    import bound_pipelines
+
+    def key(cls) -> str:
+        tir_pipeline(cls)
+        return jitflow.compile(kernels.axpb(4300.0), "c").key
+
+    first = key(bound_pipelines.FIRST_SHIFTED)
+    assert first != key(bound_pipelines.Shifted) and first == key(bound_pipelines.FIRST_SHIFTED)
+    assert bound_pipelines.FIRST_SHIFTED.__qualname__ == bound_pipelines.Shifted.__qualname__
+
+
+def test_a_pipeline_without_source_text_is_built_and_not_cached(cache_dir, tir_pipeline, monkeypatch):
+    """A function made by exec (or given to python -c) has no source text to key it by: the build is
+    not cached, saying so, until a cache salt names it."""
+    import bound_pipelines
+
+    space = {"__name__": "made_by_exec", "scaled": bound_pipelines.scaled}
+    exec("def made(**kwargs):\n    return scaled(6.0, **kwargs)\n", space)
+    tir_pipeline(space["made"])
+    exe = jitflow.compile(kernels.axpb(4300.0), "c")
+    assert "the TIR pipeline registered under 's_tir' (made_by_exec.made)" in exe.cache_key.uncacheable
+    assert "whose source text cannot be found (a function made by exec" in exe.cache_key.uncacheable
+    np.testing.assert_allclose(_axpb_result(exe), 7.0)
+    assert exe.build_info.outcome == "built" and not exe.cached()
+    monkeypatch.setenv("JITFLOW_CACHE_SALT", "made by exec, scale 6")
+    assert jitflow.compile(kernels.axpb(4300.0), "c").cache_key.uncacheable is None
 
 
 # --- finding 7: the caller's PassContext ------------------------------------------------------

@@ -6,7 +6,9 @@ Flipped libraries are loaded in forked children of a fresh interpreter (one chil
 crash shows up as a signal instead of killing the test."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import logging
 import os
 import random
 import subprocess
@@ -15,11 +17,14 @@ import sys
 import kernels
 import numpy as np
 import pytest
+import resealed
 from conftest import module_cache, run_python
 
 import jitflow
 from jitflow.errors import LoadError
 from jitflow.formats import library_digest
+from jitflow.runtime import ffi_abi
+from jitflow.toolchain import versions
 
 SOAK = bool(os.environ.get("JITFLOW_SOAK"))
 TRIALS = 300 if SOAK else 36
@@ -50,13 +55,50 @@ def test_a_cache_entry_and_its_export_are_the_same_bytes_and_the_digest_holds(bu
     assert entry.read_bytes() == data
     record = _record(data)
     assert record.version == library_digest.VERSION
-    assert record.fields == {"needs": [], "cpu": {"level": "x86-64", "needs": []}}
+    assert record.fields == {"needs": [], "cpu": {"level": "x86-64", "needs": []},
+                             "tvm_ffi": importlib.metadata.version("apache-tvm-ffi")}
     assert record.covered + record.length + library_digest.TAIL == len(data)
     import hashlib
 
     assert hashlib.sha256(data[:-library_digest.DIGEST_SIZE]).digest() == record.digest
     assert b"\0" + library_digest.SECTION.encode() + b"\0" in data     # said inside the ELF too
     assert _works(exported)
+
+
+def test_a_library_built_against_another_tvm_ffi_says_so_and_another_minor_version_is_refused(built, tmp_path,
+                                                                                            caplog):
+    """The record states the tvm-ffi the library was built against (the key names it too): another
+    release of the same minor version loads with a warning naming both, another minor version is a
+    LoadError before dlopen, a library whose record states none loads as before."""
+    _, exported = built
+    data = exported.read_bytes()
+    record = _record(data)
+    here = record.fields["tvm_ffi"]
+    assert here == ffi_abi.installed() == versions.tvm_ffi() == importlib.metadata.version("apache-tvm-ffi")
+    major, minor = ffi_abi.series(here)
+    body = data[:record.covered]
+    caplog.set_level(logging.INFO, logger="jitflow")
+
+    patch = resealed.reseal(tmp_path / "patch.so", body, dict(record.fields, tvm_ffi=f"{major}.{minor}.999"))
+    assert _works(patch)
+    said = [r.getMessage() for r in caplog.records if "tvm-ffi" in r.getMessage()]
+    assert len(said) == 1 and f"built against tvm-ffi {major}.{minor}.999 and is loaded by tvm-ffi {here}" in said[0]
+    assert f"apache-tvm-ffi=={major}.{minor}.999" in said[0]
+
+    for other in (f"{major}.{minor + 1}.0", f"{major + 1}.0.0"):
+        refused = resealed.reseal(tmp_path / f"other-{other}.so", body, dict(record.fields, tvm_ffi=other))
+        with pytest.raises(LoadError) as err:
+            jitflow.load(refused)
+        text = str(err.value)
+        assert f"cannot load {refused}: it was built against tvm-ffi {other}, and this process has tvm-ffi" in text
+        assert f"has tvm-ffi {here}, whose C ABI may differ" in text
+        assert f"pip install apache-tvm-ffi=={other}" in text
+        with open("/proc/self/maps") as maps:
+            assert str(refused) not in maps.read()            # never mapped: the dynamic loader never saw it
+
+    caplog.clear()
+    older = resealed.reseal(tmp_path / "older.so", body, {k: v for k, v in record.fields.items() if k != "tvm_ffi"})
+    assert _works(older) and not [r for r in caplog.records if "tvm-ffi" in r.getMessage()]
 
 
 TRIAL_CHILDREN = """

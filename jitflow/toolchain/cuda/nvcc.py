@@ -37,8 +37,9 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
 
 @lru_cache(maxsize=1)
 def version() -> str:
-    """The last line of `nvcc --version` and the host compiler nvcc preprocesses with (its path and
-    version: the cache key's record of the device compiler)."""
+    """The last line of `nvcc --version` and the host compiler nvcc preprocesses with (its version:
+    the cache key's record of the device compiler; not its path, which differs between machines with
+    the same compiler)."""
     out = _run([find_nvcc(), "--version"])
     lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
     return "nvcc " + (lines[-1] if lines else "unknown") + "; host " + _host_compiler()
@@ -49,7 +50,7 @@ def _host_compiler() -> str:
     if gcc is None:
         return "none"
     out = _run([gcc, "-dumpfullversion"])
-    return f"{gcc} {out.stdout.strip() or 'unknown'}"
+    return f"gcc {out.stdout.strip() or 'unknown'}"
 
 
 def compile_fatbin(source_path: Path, archs: Sequence[str], options: Sequence[str] = (),

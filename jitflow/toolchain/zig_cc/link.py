@@ -31,12 +31,14 @@ def prepare(host: str, zig_cache: Path) -> None:
 def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, local_cache: Path | None = None,
                 show: Callable[[str], None] | None = None, data: Sequence[Path] = (),
                 needs: Iterable[str] = (), cpu: dict[str, Any] | None = None,
-                device_code: dict[str, Any] | None = None, deadline: Deadline | None = None) -> None:
+                device_code: dict[str, Any] | None = None, deadline: Deadline | None = None,
+                tvm_ffi: str | None = None) -> None:
     """Link objects (and assembly files) into `out`; `data` are more objects that hold data only.
     The library ends with its digest record, which states `needs` (what of the TVM runtime it needs
     beyond the core: "cuda", "contrib"), `cpu` (its CPU level and the CPU features its code needs:
-    target/cpu_level.record) and `device_code` (the SASS and PTX its fatbins carry:
-    runtime/compat.DeviceCode.to_record), which a load checks against the fatbins and the GPU.
+    target/cpu_level.record), `device_code` (the SASS and PTX its fatbins carry:
+    runtime/compat.DeviceCode.to_record), which a load checks against the fatbins and the GPU, and
+    `tvm_ffi` (the version whose headers it was compiled against: runtime/ffi_abi.py checks it).
 
     Without zig's libc and compiler runtime unless the code objects need a builtin that host_libs does
     not provide; then zig's compiler runtime is linked too (built once per zig cache folder: `show`
@@ -61,4 +63,6 @@ def link_shared(inputs: Sequence[Path], out: Path, host: str, zig_cache: Path, l
         fields["cpu"] = cpu
     if device_code is not None:
         fields["cuda"] = device_code
+    if tvm_ffi is not None:
+        fields["tvm_ffi"] = tvm_ffi
     library_digest.seal(out, fields)
