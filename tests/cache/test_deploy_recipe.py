@@ -153,7 +153,8 @@ def test_the_dockerfile_of_the_docs_serves_as_written(bundles):
     user = other_user()
     bindir = Path(sys.executable).parent
     if not (bindir / "jitflow").exists():
-        pytest.skip(f"no `jitflow` command beside {sys.executable} (install the checkout: make .venv/.jitflow-installed)")
+        pytest.skip(f"no `jitflow` command beside {sys.executable} (install the checkout: "
+                    "make .venv/.jitflow-installed)")
     root_env = {k: v for k, v in os.environ.items() if not k.startswith("JITFLOW_")}
     root_env.update(PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}", HOME="/root", TMPDIR="/tmp")
 
