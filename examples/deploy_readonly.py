@@ -4,7 +4,9 @@
    `jitflow cache pack bundle.tar --manifest record.jsonl`.
 2. The image: `jitflow cache unpack bundle.tar --cache-dir DIR` into the cache folder the service uses.
 3. Serving: the workload again, in a fresh process, with JITFLOW_CACHE=readonly: every library is a
-   cache hit, nothing is built or written, and a module that was not recorded is a CacheMissError.
+   cache hit, nothing is built or written, and a module the cache cannot serve is a CacheMissError
+   that says why and what to do: printed whole below for a kernel that was never recorded, and for
+   the recorded kernel under another cache salt (the error names the input that differs).
 
 The workload is a kernel and a small Relax model; each step runs in a process of its own, as it
 would on its own machine. Run: python examples/deploy_readonly.py
@@ -14,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -87,10 +90,16 @@ def workload() -> None:
     print(f"  model  {net.key[:12]}: {net.build_info.outcome}")
 
     if os.environ.get("JITFLOW_CACHE") == "readonly":
-        try:
-            jitflow.compile(kernel(5.0), "c").jit()      # a kernel the recorded workload never used
-        except CacheMissError as exc:
-            print(f"  a kernel that was not recorded: CacheMissError: {str(exc)[:50]}...")
+        misses = {"a kernel that was not recorded": jitflow.compile(kernel(5.0), "c"),
+                  "the recorded kernel under another cache salt": jitflow.compile(kernel(), "c", name="scale3",
+                                                                                  cache_salt="v2")}
+        for what, exe in misses.items():
+            try:
+                exe.jit()
+            except CacheMissError as exc:
+                print(f"  {what}: CacheMissError, kind {exc.kind}:")
+                print(textwrap.fill(str(exc), 100, initial_indent="    ", subsequent_indent="    ",
+                                    break_long_words=False, break_on_hyphens=False))
 
 
 def step(title: str, command: list[str], env: dict[str, str]) -> str:

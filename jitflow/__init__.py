@@ -6,9 +6,12 @@
     jitflow.compile(relax_mod, "c").vm("cpu")["main"](x)        # Relax models: a VirtualMachine
 
 The public API is what this module exports, `jitflow.errors`, the report types in
-`jitflow.report`, the trace types in `jitflow.tracing`, `jitflow.meta_schedule`, and what checks a
-library against another machine: `jitflow.runtime.compat.SimulatedGpu` and `check_library`, and
-`jitflow.runtime.cpu_features.simulated`; every other module is internal and may change.
+`jitflow.report`, the trace types in `jitflow.tracing`, `jitflow.meta_schedule`, the bundles'
+`jitflow.cache.pack` and `jitflow.cache.unpack`, and what checks a library against another machine:
+`jitflow.runtime.compat.SimulatedGpu` and `check_library`, and `jitflow.runtime.cpu_features.simulated`;
+every other module is internal and may change. The packages among them are imported on first use
+(`jitflow.report.Report` after a plain `import jitflow`), so that a process that only loads
+libraries, or gets cache hits, imports none of them.
 """
 from __future__ import annotations
 
@@ -34,11 +37,16 @@ _LAZY = {"BuildInfo": ("pipeline", "BuildInfo"), "BuildResult": ("farm", "BuildR
          "visible_gpu_arch": ("targets", "visible_gpu_arch")}
 
 
+#: the public packages, imported on first use: jitflow.report.Report, jitflow.cache.pack, jitflow.meta_schedule
+#: (TVM's MetaSchedule), ... after a plain `import jitflow`
+_PACKAGES = ("cache", "meta_schedule", "report", "tracing")
+
+
 def __getattr__(name: str) -> Any:
-    if name == "meta_schedule":        # jitflow.meta_schedule.Builder: TVM's MetaSchedule, imported when used
+    if name in _PACKAGES:
         import importlib
 
-        return importlib.import_module(f"{__name__}.meta_schedule")
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _LAZY:
         import importlib
 
@@ -50,4 +58,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_PACKAGES))

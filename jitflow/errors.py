@@ -155,18 +155,35 @@ class UntrustedFolderError(CacheError):
 
 class CacheMissError(CacheError):
     """A read-only cache (JITFLOW_CACHE=readonly, cache="readonly") has no usable entry for a key:
-    nothing is built. Carries the key, the module's label, the target and why the entry was not used."""
+    nothing is built. Carries the key, the module's label, the target, why the entry was not used
+    (`reason`), the `kind` of miss (MISS_KINDS) with a `fix` that fits it, where the module was
+    compiled (`origin`, file:line), and for `other-inputs` the key inputs that differ from the cache's
+    entry for the same module and target (`differences`, each 'name: here X, in the cache Y')."""
 
-    def __init__(self, key: str, label: str, target: str, cache_dir: Path | str, reason: str | None = None) -> None:
+    #: missing: no entry (or no cache folder); unreadable: this user may not read a folder or file on
+    #: the way; untrusted: one is another user's, or writable by others; damaged: the entry fails its
+    #: checks; other-inputs: the cache has this module and target under other key inputs;
+    #: uncacheable: the module cannot be cached at all
+    MISS_KINDS = ("missing", "unreadable", "untrusted", "damaged", "other-inputs", "uncacheable")
+    _HEADS = {"unreadable": "cannot be read by this user", "untrusted": "is not trusted",
+              "damaged": "has a damaged entry"}
+
+    def __init__(self, key: str, label: str, target: str, cache_dir: Path | str, reason: str | None = None,
+                 kind: str = "missing", fix: str | None = None, differences: Sequence[str] = (),
+                 origin: str | None = None) -> None:
         self.key, self.label, self.target, self.reason = key, label, target, reason
         self.cache_dir = Path(cache_dir)
-        why = f" ({reason})" if reason else ""
+        self.kind, self.differences, self.origin = kind, list(differences), origin
+        self.fix = fix or (
+            "run the workload where building is allowed with JITFLOW_RECORD=record.jsonl, then `jitflow cache "
+            f"pack bundle.tar --manifest record.jsonl` there and `jitflow cache unpack bundle.tar --cache-dir "
+            f"{self.cache_dir}` here (docs/deploy.md); or set JITFLOW_CACHE=1 to build")
+        head = self._HEADS.get(kind, "has no entry")
+        where = f", compiled at {origin}" if origin else ""
+        why = f": {reason}" if reason else ""
         super().__init__(
-            f"the read-only cache {self.cache_dir} has no entry for key {key} (module {label}, target {target})"
-            f"{why}, and nothing is built in read-only mode. Fix: run the workload where building is allowed "
-            f"with JITFLOW_RECORD=record.jsonl, then `jitflow cache pack bundle.tar --manifest record.jsonl` "
-            f"there and `jitflow cache unpack bundle.tar --cache-dir {self.cache_dir}` here "
-            f"(docs/deploy.md); or set JITFLOW_CACHE=1 to build")
+            f"the read-only cache {self.cache_dir} {head} for key {key} (module {label}, target {target}{where})"
+            f"{why}; nothing is built in read-only mode. Fix: {self.fix}")
 
 
 class RecordError(JitflowError):

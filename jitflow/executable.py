@@ -17,6 +17,7 @@ from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
 from .files import export_args, export_path
 from .formats import VM_KIND
 from .inputs import ir_module, pass_context
+from .inputs.origin import caller_origin
 from .options import BuildOptions, InProcess, check_tir_pipeline, relax_pipeline_of
 from .pipeline import BuildInfo
 from .runtime import cpu_features
@@ -209,7 +210,8 @@ class Executable(_tvms_executable()):
                 if self.settings.record is not None:
                     from .cache import record
 
-                    record.obtained(self.settings.record, self.key, self._meta, "memory", self.settings.cache_dir)
+                    record.obtained(self.settings.record, self.key, self._meta, "memory", self.settings.cache_dir,
+                                    asked=self._asked.label, origin=self._asked.origin)
                 return self._module
             with self._obtain(fresh=fresh) as got:
                 module = load_library(got.library, cuda=bool(got.meta.get("cuda")), device_query=device_query)
@@ -388,6 +390,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     elif relax_pipeline is not None:
         raise InvalidInputError("relax_pipeline= applies to modules with Relax functions; this one has none")
     options = BuildOptions.make(pass_config, device_options, relax_pipeline=pipeline_name, label=name,
+                                origin=caller_origin(),      # kept with the entry: `cache ls`, the record, a miss
                                 # None: the compiler's major version .0, found when first needed (Executable.options)
                                 cuda_floor=settings.cuda_floor if spec.is_cuda else None, cpu_level=level)
     return Executable(mod, spec, settings, options, InProcess(pass_context.caller_context(), pipeline_pass))

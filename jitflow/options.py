@@ -15,7 +15,7 @@ or edits them. The pipeline arguments are read here too (relax_pipeline_of, chec
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from .errors import InvalidInputError
@@ -46,16 +46,19 @@ class BuildOptions:
     cpu_level: CpuLevel | None = None
     #: a label for the cache entry (compile(name=...), the command line's FILE.py:NAME); not keyed
     label: str | None = None
+    #: where the caller compiled the module ('FILE:LINE', inputs/origin.py), kept with the entry; not
+    #: keyed, and not compared: options compiled at two places build the same library
+    origin: str | None = field(default=None, compare=False)
 
     @classmethod
     def make(cls, pass_config: Mapping[str, Any] | None = None, device_options: Sequence[str] = (),
              cuda_floor: CudaVersion | str | None = None, relax_pipeline: str | None = None,
-             cpu_level: CpuLevel | None = None, label: str | None = None) -> BuildOptions:
+             cpu_level: CpuLevel | None = None, label: str | None = None, origin: str | None = None) -> BuildOptions:
         """Options from already checked arguments (jitflow.compile checks them)."""
         return cls(pass_config_items=tuple(sorted(dict(pass_config or {}).items())),
                    device_options=tuple(device_options),
                    cuda_floor=None if cuda_floor is None else parse(cuda_floor),
-                   relax_pipeline=relax_pipeline, cpu_level=cpu_level, label=label)
+                   relax_pipeline=relax_pipeline, cpu_level=cpu_level, label=label, origin=origin)
 
     @property
     def pass_config(self) -> dict[str, Any]:
@@ -72,13 +75,15 @@ class BuildOptions:
                 "cuda_floor": None if self.cuda_floor is None else str(self.cuda_floor),
                 "relax_pipeline": self.relax_pipeline,
                 "cpu_level": None if self.cpu_level is None else self.cpu_level.to_json()}
-        return data if self.label is None else dict(data, label=self.label)
+        unkeyed = {name: value for name, value in (("label", self.label), ("origin", self.origin)) if value is not None}
+        return dict(data, **unkeyed)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
         """Options from what to_json gave."""
         return cls.make(data.get("pass_config"), data.get("device_options", ()), data.get("cuda_floor"),
-                        data.get("relax_pipeline"), CpuLevel.from_json(data.get("cpu_level")), data.get("label"))
+                        data.get("relax_pipeline"), CpuLevel.from_json(data.get("cpu_level")), data.get("label"),
+                        data.get("origin"))
 
 
 @dataclass(frozen=True)

@@ -149,18 +149,20 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
     got = Obtained(found[0], found[1], info, cache)
     if settings.record is not None:
         with _closed_on_error(got):
-            _record(settings, got)
+            _record(settings, got, options)
     return got
 
 
-def _record(settings: Settings, got: Obtained) -> None:
-    """Append what was obtained to the record (cache/record.py); a build that is not cached is not."""
+def _record(settings: Settings, got: Obtained, options: BuildOptions) -> None:
+    """Append what was obtained to the record (cache/record.py), with the label and origin this
+    process gave it; a build that is not cached is not."""
     from .cache import record
 
+    asked = {"asked": options.label, "origin": options.origin}
     if isinstance(got.owner, Cache):
-        record.obtained(settings.record, got.info.key, got.meta, got.info.outcome, got.owner.folder)
+        record.obtained(settings.record, got.info.key, got.meta, got.info.outcome, got.owner.folder, **asked)
     elif settings.cache_readonly:      # the shared tier's, in a read-only process: the configured cache's key
-        record.obtained(settings.record, got.info.key, got.meta, got.info.outcome, settings.cache_dir)
+        record.obtained(settings.record, got.info.key, got.meta, got.info.outcome, settings.cache_dir, **asked)
     else:
         record.not_cached(settings.record, got.info.key, "caching is off" if settings.cache_enabled is False
                           else "this module cannot be cached")

@@ -25,7 +25,8 @@ FORBIDDEN = (
     "jitflow.toolchain.cuda.nvrtc", "jitflow.toolchain.cuda.nvcc", "jitflow.toolchain.cuda.cccl_shim",
     "jitflow.toolchain.cuda.fatbin_build", "jitflow.toolchain.cuda.nvjitlink", "jitflow.toolchain.cuda.ptx_floor",
     "jitflow.cache.shared.tier", "jitflow.cache.admin", "jitflow.cache.door",
-    "jitflow.cache.bundle", "jitflow.cache.bundle_format", "jitflow.cache.bundle_unpack",
+    "jitflow.cache.bundle", "jitflow.cache.bundle_format", "jitflow.cache.bundle_unpack", "jitflow.cache.miss",
+    "jitflow.report", "jitflow.tracing",
 )
 
 #: the hits, one step at a time; after each, the forbidden modules imported so far
@@ -89,6 +90,27 @@ def test_a_cpu_kernel_hit_imports_no_build_machinery(hits):
 def test_every_hit_path_imports_no_build_machinery(hits):
     assert {step: found for step, found in hits.items() if found} == {}
     assert len(hits) >= 3
+
+
+#: after a plain `import jitflow`, what the docs name is there, each package imported on first use only
+PUBLIC = """
+    import json, sys
+    import jitflow
+    before = sorted(m for m in sys.modules if m.split(".")[:2] in (["jitflow", "cache"], ["jitflow", "report"],
+                                                                   ["jitflow", "tracing"]))
+    reached = [jitflow.cache.pack.__name__, jitflow.cache.unpack.__name__, jitflow.cache.PackResult.__name__,
+               jitflow.report.Report.__name__, jitflow.report.inspect_library.__name__, jitflow.report.diff.__name__,
+               jitflow.tracing.Trace.__name__, jitflow.tracing.trace.__name__]
+    print(json.dumps({"before": before, "reached": reached, "listed": [n in dir(jitflow) for n in
+                                                                       ("cache", "report", "tracing")]}))
+"""
+
+
+def test_a_plain_import_reaches_what_the_docs_name_and_imports_it_on_first_use():
+    got = json.loads(run_python(PUBLIC).stdout.splitlines()[-1])
+    assert got["before"] == []
+    assert got["reached"] == ["pack", "unpack", "PackResult", "Report", "inspect_library", "diff", "Trace", "trace"]
+    assert got["listed"] == [True, True, True]
 
 
 def test_the_forbidden_names_are_modules_of_jitflow():

@@ -151,6 +151,8 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         leftover.unlink(missing_ok=True)
     shutil.rmtree(local, ignore_errors=True)
     named = {"name": options.label} if options.label else {}     # what `cache ls` calls the entry
+    if options.origin:
+        named["origin"] = options.origin                          # and where it was compiled
     return {
         **named,
         "functions": lowered.functions,

@@ -45,6 +45,7 @@ class EntryInfo:
     kind: str = "?"
     archs: list[str] = field(default_factory=list)
     name: str | None = None        # compile(name=...) or the command line's FILE.py:NAME
+    origin: str | None = None      # where the module was compiled (FILE:LINE), when known
     problem: str | None = None    # why its metadata cannot be used (it is refused, rebuilt when next used)
     cpu_level: str | None = None   # the host code's CPU level; None for the architecture's baseline
     options: list[str] = field(default_factory=list)   # the keyed options that are not the defaults
@@ -53,7 +54,8 @@ class EntryInfo:
         """The entry as `jitflow cache ls --json` gives it (docs/cli.md); unknown fields are null."""
         known = self.readable
         return {"key": self.key, "path": str(self.path), "size": self.size, "created": self.created,
-                "last_used": self.last_used, "functions": self.functions, "name": self.name, "readable": known,
+                "last_used": self.last_used, "functions": self.functions, "name": self.name, "origin": self.origin,
+                "readable": known,
                 "kind": self.kind if known else None, "archs": self.archs,
                 "host": self.host if known and self.host != "?" else None, "target": self.target if known else None,
                 "cpu_level": self.cpu_level, "options": self.options, "problem": self.problem}
@@ -130,7 +132,8 @@ def _info(entry: Path) -> EntryInfo:
         cpu_level=level, options=option_words(options),
         host=target.get("host") or "?", readable=meta is not None,
         kind=target.get("kind") or "?", archs=list(target.get("archs") or []), problem=problem,
-        name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None)
+        name=meta.get("name") if meta and isinstance(meta.get("name"), str) else None,
+        origin=meta.get("origin") if meta and isinstance(meta.get("origin"), str) else None)
 
 
 def _keyed_options(meta: dict[str, Any] | None) -> dict[str, Any]:

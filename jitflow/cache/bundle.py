@@ -13,6 +13,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -78,6 +79,26 @@ def chosen_keys(keys: Iterable[str] | None, manifest: str | os.PathLike | None) 
     return list(chosen)
 
 
+def resolved_key(cache: Cache, text: Any) -> str:
+    """The key `text` names in `cache`: a whole key (64 hexadecimal digits), or a prefix of 6 or more
+    that starts the key of exactly one entry (as `jitflow inspect` takes one); BundleError otherwise."""
+    if not isinstance(text, str) or not re.fullmatch(r"[0-9a-fA-F]{6,64}", text):
+        raise BundleError(f"{text!r} is not a cache key or a prefix of one (6 to 64 hexadecimal digits, as "
+                          "`jitflow cache ls` lists them)")
+    text = text.lower()
+    if len(text) == 64:
+        return text
+    found = sorted(p.name for p in cache.entries.glob(f"{text[:2]}/{text}*") if KEY.fullmatch(p.name))
+    if not found:
+        raise BundleError(f"no entry of the cache {cache.folder} has a key that starts with {text} "
+                          "(`jitflow cache ls` lists them)")
+    if len(found) > 1:
+        shown = ", ".join(key[:16] for key in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise BundleError(f"the key prefix {text} is ambiguous in the cache {cache.folder}: it starts {shown}; "
+                          "give more of its digits")
+    return found[0]
+
+
 def _member(name: str, size: int, mtime: float) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime, info.type = size, 0o644, int(mtime), tarfile.REGTYPE
@@ -88,7 +109,8 @@ def pack(out: str | os.PathLike, *, keys: Iterable[str] | None = None, manifest:
          cache_dir: str | os.PathLike | None = None) -> PackResult:
     """Write the chosen entries of the cache into the bundle `out` (a POSIX tar); returns a PackResult.
 
-    keys: cache keys; manifest: a record file (JITFLOW_RECORD) whose keys are added. With neither,
+    keys: cache keys, or unique prefixes of them (6 or more hexadecimal digits); manifest: a record
+    file (JITFLOW_RECORD) whose keys are added. With neither,
     every entry (an entry that fails its checks is left out, with a warning). cache_dir: the cache
     (default: JITFLOW_CACHE_DIR, else the user cache folder). A chosen key that is not in the cache,
     or whose entry fails its checks, is a BundleError naming it, and nothing is written.
@@ -100,6 +122,8 @@ def pack(out: str | os.PathLike, *, keys: Iterable[str] | None = None, manifest:
 
     dest = destination(out, what="cache pack", written="the bundle", example="bundle.tar")
     cache = open_cache(resolve(cache_dir=cache_dir)).for_admin()
+    if keys is not None and not isinstance(keys, str):
+        keys = [resolved_key(cache, key) for key in keys]
     wanted = chosen_keys(keys, manifest)
     lines, skipped, missing = [], [], []
     for key in _all_keys(cache) if wanted is None else wanted:

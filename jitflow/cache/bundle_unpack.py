@@ -27,6 +27,9 @@ from .bundle_tar import BundleTar, Unreadable
 from .disk import Cache
 from .staging import hold, remove_abandoned
 
+#: the mode of the folders unpack makes above the cache's own, and of the cache folder: mkdir's
+#: (the umask applies), never writable by others
+_MKDIR_P = 0o755
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
 _KINDS = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link", tarfile.FIFOTYPE: "a FIFO",
@@ -131,12 +134,17 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     return entries
 
 
-def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None) -> UnpackResult:
+def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+           readable: bool = False) -> UnpackResult:
     """Install the entries of the bundle `path` into the cache (default: JITFLOW_CACHE_DIR, else the
     user cache folder), each checked against the manifest's digests and the cache's own checks before
     any is installed; entries the cache has already are skipped. Returns an UnpackResult.
 
-    A bundle that fails any check is refused whole with a BundleError, and nothing is installed.
+    Missing folders above the cache, and the cache folder itself, are made as `mkdir -p` makes them;
+    the folders inside it (v1/ and below) are private to this user, or with `readable` readable (never
+    writable) by every user, every entry already there included: root unpacks, an app user serves.
+    No mode that is there is narrowed. A bundle that fails any check is refused whole with a
+    BundleError, and nothing is installed.
     """
     from ..config import resolve
     from .location import open_cache
@@ -144,7 +152,7 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
     source = Path(path)
     settings = resolve(cache_dir=cache_dir)
     cache = open_cache(settings).for_admin(writes="cache unpack")
-    cache.ensure()
+    cache.ensure(readable=readable, parents=_MKDIR_P)
     result = UnpackResult(cache.folder)
     try:
         stream = open(source, "rb")
@@ -167,7 +175,7 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
             raise _refuse(source, str(exc)) from None
         empty = not any(cache.entries.iterdir())
         for e, entry in zip(entries, checked):
-            admitted = admit(cache, e.key, entry)
+            admitted = admit(cache, e.key, entry, readable=readable)
             admitted.close()
             if admitted.installed:
                 result.installed.append(e.key)

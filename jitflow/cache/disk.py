@@ -28,12 +28,20 @@ log = logging.getLogger("jitflow")
 
 #: what the cache's error messages advise when a folder is refused
 FIX = "or set JITFLOW_CACHE_DIR to a folder of your own such as ~/.cache/jitflow"
+#: the kind of a refusal (Cache.refusal.kind) for an entry whose files fail their checks; the others
+#: are folder_trust's (missing, unreadable, untrusted, other)
+DAMAGED = "damaged"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = READ_FLAGS      # never through a link, never waiting on a FIFO; _checked wants a regular file
 
 
 class _Refused(Exception):
-    """An entry that exists but must not be loaded (the message says why)."""
+    """An entry that exists but must not be loaded (the message says why; `kind` and `where` as a
+    folder_trust.Problem has them: UNREADABLE, UNTRUSTED, or DAMAGED)."""
+
+    def __init__(self, text: str, kind: str = DAMAGED, where: str = "") -> None:
+        super().__init__(text)
+        self.kind, self.where = kind, where
 
 
 def sha256_fd(fd: int) -> str:
@@ -62,7 +70,7 @@ def _checked(fd: int, where: str, folder: bool, readonly: bool = False) -> int:
         problem = f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     if problem:
         os.close(fd)
-        raise _Refused(problem)
+        raise _Refused(problem, DAMAGED if not kind_ok else folder_trust.UNTRUSTED, where)
     return fd
 
 
@@ -74,10 +82,11 @@ def _open(name: str | os.PathLike, where: str, dir_fd: int | None, folder: bool,
         if isinstance(exc, FileNotFoundError):
             raise
         if exc.errno == errno.ELOOP:
-            raise _Refused(f"{where} is a symbolic link") from None
+            raise _Refused(f"{where} is a symbolic link", DAMAGED, where) from None
         if exc.errno == errno.ENOTDIR:
-            raise _Refused(f"{where} is not a folder") from None
-        raise _Refused(f"{where}: {exc.strerror}") from None
+            raise _Refused(f"{where} is not a folder", DAMAGED, where) from None
+        kind = folder_trust.UNREADABLE if exc.errno in (errno.EACCES, errno.EPERM) else DAMAGED
+        raise _Refused(f"{where}: {exc.strerror}", kind, where) from None
     return _checked(fd, where, folder, readonly)
 
 
@@ -92,25 +101,37 @@ class Cache:
 
     def __init__(self, root: Path, readonly: bool = False) -> None:
         self.readonly = readonly
-        #: why the last lookup found no usable entry, when something was there but refused (or None)
-        self.refusal: str | None = None
+        #: why the last lookup found no usable entry, when something was there but refused (or None):
+        #: the reason in words, with its kind (folder_trust's kinds, or DAMAGED) and where
+        self.refusal: folder_trust.Problem | None = None
         self.folder = Path(root)
         self.root = self.folder / f"v{FORMAT_VERSION}"
         self.entries = self.root / "entries"
         self.locks = self.root / "locks"
         self.staging_root = self.root / "staging"
 
-    def ensure(self) -> None:
-        """Create the cache folders (private to the user) or raise CacheError naming the fix:
-        UntrustedFolderError (a CacheError) when a folder on the way could be changed by another user.
+    def ensure(self, readable: bool = False, parents: int | None = None) -> None:
+        """Create the cache folders or raise CacheError naming the fix: UntrustedFolderError (a
+        CacheError) when a folder on the way could be changed by another user.
+
+        The folders inside the cache (v1/ and below) are created private to the user, or, with
+        `readable`, readable by every user (the cache folder, v1/ and every entry widened to that
+        where they exist): `jitflow cache unpack --readable`. The cache folder and the missing folders above it are
+        created 0700, or with `parents` as `mkdir -p` makes them. No folder that exists is narrowed.
         """
         try:
             if os.path.lexists(self.folder):
                 folder_trust.check_folder(self.folder, FIX)   # the user's own folder: checked, never narrowed
             else:
-                folder_trust.make_private_folder(self.folder, FIX)
-            for d in (self.root, self.entries, self.locks, self.staging_root):
-                folder_trust.make_private_folder(d, FIX)
+                folder_trust.make_folder(self.folder, FIX, parents=parents, readable=parents is not None)
+            for d in (self.root, self.entries):
+                folder_trust.make_folder(d, FIX, readable=readable)
+            if readable:       # and every entry there already, for a service running as another user
+                for d in (self.folder, self.root):
+                    folder_trust.make_readable(d, deep=False)
+                folder_trust.make_readable(self.entries)
+            for d in (self.locks, self.staging_root):
+                folder_trust.make_folder(d, FIX)
             if not os.access(self.root, os.W_OK):
                 raise PermissionError(13, "not writable")
         except UntrustedFolderError:
@@ -144,7 +165,7 @@ class Cache:
         except FileNotFoundError:
             return None
         except _Refused as exc:
-            self.refusal = f"its entry was refused: {exc}"
+            self.refusal = folder_trust.Problem(f"its entry was refused: {exc}", exc.kind, exc.where)
             log.warning("jitflow: cache entry %s refused (%s); %s", key[:12], exc,
                         "not used (read-only cache)" if self.readonly else "rebuilding")
             return None
@@ -155,14 +176,14 @@ class Cache:
         ro = self.readonly
         fd = _open(self.root, str(self.root), None, folder=True, readonly=ro)
         try:
-            for name in ("entries", key[:2], key):
+            for name, path in (("entries", self.entries), (key[:2], entry.folder.parent), (key, entry.folder)):
                 parent, fd = fd, -1
                 try:
-                    fd = _open(name, name, parent, folder=True, readonly=ro)
+                    fd = _open(name, str(path), parent, folder=True, readonly=ro)
                 finally:
                     os.close(parent)
             try:
-                meta_fd = _open(META, META, fd, folder=False, readonly=ro)
+                meta_fd = _open(META, str(entry.meta_path), fd, folder=False, readonly=ro)
             except FileNotFoundError:
                 raise _Refused("no metadata") from None
             with os.fdopen(meta_fd, "rb") as f:
@@ -171,7 +192,7 @@ class Cache:
             if problem:
                 raise _Refused(problem)
             try:
-                lib_fd = _open(LIBRARY, LIBRARY, fd, folder=False, readonly=ro)
+                lib_fd = _open(LIBRARY, str(entry.library), fd, folder=False, readonly=ro)
             except FileNotFoundError:
                 raise _Refused("library missing") from None
             library = LibraryFile(lib_fd, entry.library)
@@ -203,8 +224,10 @@ class Cache:
         cleaner removes it once its writer is gone); removed afterwards unless published."""
         return staging.held_folder(self.staging_root, key[:16])
 
-    def publish(self, key: str, folder: Path, meta: dict[str, Any]) -> tuple[LibraryFile, dict[str, Any]]:
-        """Write the metadata, then move the staged folder into place in one rename.
+    def publish(self, key: str, folder: Path, meta: dict[str, Any],
+                readable: bool = False) -> tuple[LibraryFile, dict[str, Any]]:
+        """Write the metadata, then move the staged folder into place in one rename; private to the
+        user, or with `readable` readable (never writable) by every user.
 
         Returns the library held open (its sha256 is the one recorded) and the metadata as stored.
         """
@@ -217,9 +240,12 @@ class Cache:
                                 so_sha256=sha256_fd(lib_fd), created=meta.get("created", time.time())))
             staged.meta_path.write_text(meta_text(meta))
             os.chmod(staged.meta_path, 0o600)
-            staged.used.touch()
+            staged.used.touch(mode=0o600)
             final = self.entry_dir(key)
-            folder_trust.make_private_folder(final.parent, FIX)
+            folder_trust.make_folder(final.parent, FIX, readable=readable)
+            if readable:
+                folder_trust.make_readable(final.parent, deep=False)
+                folder_trust.make_readable(folder)
             if final.exists() or final.is_symlink():  # a refused entry: we hold the lock, so replace it
                 discard(final, self.staging_root)
             os.rename(folder, final)   # staging()'s cleanup then finds nothing to remove

@@ -111,7 +111,8 @@ def check_folder(folder: Path, key: str, expect: dict[str, Any] | None = None) -
 
 
 def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, meta: dict[str, Any] | None = None, *,
-          expect: dict[str, Any] | None = None, locked: bool = False, max_size: int | None = None) -> Admitted:
+          expect: dict[str, Any] | None = None, locked: bool = False, max_size: int | None = None,
+          readable: bool = False) -> Admitted:
     """Install an entry made elsewhere into `cache`, checked, as a build publishes one.
 
     source: a folder inside the cache's staging folder laid out as an entry (it is moved into place;
@@ -119,6 +120,7 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, 
     tier's and a worker's entries carry their metadata beside the files). expect: the key's inputs, when the caller knows them.
     locked: the caller holds the key's lock already (a build's turn at the shared tier). max_size:
     the cache's cap, kept once the lock is released (None: the caller keeps it, once for many).
+    readable: installed readable (never writable) by every user (Cache.publish).
     Raises EntryRefusedError (nothing installed) when a check fails.
     """
     if isinstance(source, Mapping):
@@ -137,10 +139,10 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, 
         raise EntryRefusedError(f"entry {checked.key[:12]} offered as {key[:12]}")
     meta = dict(checked.meta, fetched=time.time())
     if locked:
-        admitted = _install(cache, key, checked.folder, meta, expect)
+        admitted = _install(cache, key, checked.folder, meta, expect, readable)
     else:
         with cache.lock(key):
-            admitted = _install(cache, key, checked.folder, meta, expect)
+            admitted = _install(cache, key, checked.folder, meta, expect, readable)
     if admitted.installed and max_size is not None:
         from . import admin
 
@@ -149,12 +151,12 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, 
 
 
 def _install(cache: Cache, key: str, folder: Path, meta: dict[str, Any],
-             expect: dict[str, Any] | None) -> Admitted:
+             expect: dict[str, Any] | None, readable: bool = False) -> Admitted:
     # under the key's lock nobody else publishes it: where no folder is, there is nothing to look up
     found = cache.lookup(key, expect) if os.path.lexists(cache.entry_dir(key)) else None
     if found is not None:
         return Admitted(found, installed=False)
-    return Admitted(cache.publish(key, folder, meta), installed=True)
+    return Admitted(cache.publish(key, folder, meta, readable), installed=True)
 
 
 def outgoing(folder: Path, key: str) -> Outgoing:

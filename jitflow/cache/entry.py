@@ -173,7 +173,7 @@ _SHAPE: dict[str, Callable[[Any], bool]] = {
     "format": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "so_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "created": _time, "fetched": _time, "functions": _strings, "sources": _strings,
-    "cuda": lambda v: isinstance(v, bool), "key_inputs": _key_inputs,
+    "cuda": lambda v: isinstance(v, bool), "key_inputs": _key_inputs, "origin": lambda v: isinstance(v, str),
     "versions": lambda v: isinstance(v, dict), "target": _target,
     "stages": lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
 }

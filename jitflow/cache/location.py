@@ -7,7 +7,9 @@ The location rules:
 - a configured folder that cannot be written (read-only, no home directory, a file in the way),
   or that another user could change (it or a folder above it is theirs, or writable by others),
   means a private per-user fallback folder for the process, with one warning that says why. A
-  read-only configured folder still serves its entries; one that others could change is never read;
+  read-only configured folder still serves its entries; one that others could change is never read.
+  One that root owns and this user cannot write is most likely an image's prebuilt cache: the
+  warning says to serve it with JITFLOW_CACHE=readonly;
 - the fallback folder, at a predictable name under the temporary folder, is used only if it is
   ours and private; if another user created it first, this process uses a fresh private folder
   of its own (and says so);
@@ -73,8 +75,28 @@ def usable(cache: Cache) -> Cache:
             fallback.ensure()
         except (CacheError, OSError):
             raise exc from None
-        warn_once("cache fallback", "jitflow: %s; using %s for this process instead", exc, fallback.folder)
+        warn_once("cache fallback", "jitflow: %s; using %s for this process instead", root_owned(cache) or exc,
+                  fallback.folder)
         return fallback
+
+
+def root_owned(cache: Cache) -> str | None:
+    """Why a cache that root owns, and this user (not root) cannot write, is not used for builds, with
+    the fix: read-only mode, which trusts root's folders and builds nothing; None for any other cache."""
+    uid = os.getuid()
+    if uid == 0:
+        return None
+    for folder in (cache.root, cache.folder):
+        try:
+            owner = os.stat(folder).st_uid
+        except OSError:
+            continue
+        if owner != 0 or os.access(folder, os.W_OK):
+            return None
+        return (f"the cache {cache.folder} belongs to root and this user (uid {uid}) cannot write it: to serve the "
+                "entries it holds (an image's, unpacked by root), set JITFLOW_CACHE=readonly, which trusts root's "
+                "folders and builds nothing")
+    return None
 
 
 class CacheFolders:
@@ -150,7 +172,7 @@ class CacheFolders:
         readonly = self.settings.cache_readonly
         found = cache_dir_problem(self.configured.folder, writing=not readonly)
         if found:
-            return found
+            return (None if readonly else root_owned(self.configured)) or found
         if readonly and not os.path.isdir(self.configured.root):
             return f"{self.configured.root} does not exist (nothing was unpacked into it)"
         untrusted = self._untrusted()

@@ -1,8 +1,8 @@
 """A read-only cache's miss (JITFLOW_CACHE=readonly, cache="readonly"): nothing is built and nothing is
 written under the cache folder, so a key the folder does not hold is either the shared tier's entry,
 held in a private temporary folder outside the cache folder for as long as the caller holds its
-library (TransientCache), or a CacheMissError that names the key, the module and target, why, and
-how to produce the entry.
+library (TransientCache), or a CacheMissError that names the key, the module and target, why (its
+kind) and the fix that fits why (miss.py).
 """
 from __future__ import annotations
 
@@ -27,14 +27,16 @@ log = logging.getLogger("jitflow")
 
 def miss(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings,
          options: BuildOptions) -> CacheMissError:
-    """The error for a key the read-only `cache` cannot serve (why: the lookup's refusal, if any)."""
+    """The error for a key the read-only `cache` cannot serve: its kind and the fix that fits it
+    (miss.py), after the lookup's refusal, if any."""
+    from .miss import miss_error
+
     names = sorted(str(gvar.name_hint) for gvar in mod.functions)
     target = {"kind": spec.kind, "archs": list(spec.archs)}
     if spec.is_cuda:
         target["cuda_compiler"] = settings.cuda_compiler
-    reason = f"this module cannot be cached: {cache_key.uncacheable}" if cache_key.uncacheable else cache.refusal
-    return CacheMissError(cache_key.digest, label(options.label, names), target_text(target, host=False) +
-                          f" for {spec.host}", cache.folder, reason)
+    return miss_error(cache, cache_key, label(options.label, names), options.label is not None,
+                      target_text(target, host=False) + f" for {spec.host}", options.origin)
 
 
 class TransientCache:

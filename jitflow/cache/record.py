@@ -5,11 +5,15 @@ workload uses.
 
 A line is a JSON object with the fields of FIELDS:
 
-    {"key": "<64 hex>", "label": "main", "target": "c", "host": "x86_64-linux-gnu", "outcome": "hit",
-     "cache": "/home/me/.cache/jitflow", "time": "2026-12-02T07:00:00.123Z", "jitflow": "0.5.0"}
+    {"key": "<64 hex>", "label": "main", "origin": "/app/serve.py:12", "target": "c",
+     "host": "x86_64-linux-gnu", "outcome": "hit", "cache": "/home/me/.cache/jitflow",
+     "time": "2026-12-02T07:00:00.123Z", "jitflow": "0.5.0"}
 
-`label` and `target` are the entry's module and target as `jitflow cache ls` shows them; `outcome` is
-one of OUTCOMES (BuildInfo.outcome's names); `cache` the cache folder the entry is in; `time` UTC.
+`label` is the module as this process named it (compile(name=), the command line's FILE.py:NAME),
+else as `jitflow cache ls` shows the entry; `origin` where this process compiled it (FILE:LINE; null
+where unknown, as for the command line's modules), else where the entry was; `target` the entry's
+target as `cache ls` shows it; `outcome` is one of OUTCOMES (BuildInfo.outcome's names); `cache` the
+cache folder the entry is in; `time` UTC.
 A hit of a key this process has already recorded in that file is not written again. Builds that
 are not cached (caching off, a module that cannot be cached) have no entry to pack: they are not
 recorded, and one warning says so.
@@ -38,7 +42,7 @@ from ..errors import RecordError
 from ..files.folder_trust import writable_by_others
 from .entry import label, target_of, target_text
 
-FIELDS = ("key", "label", "target", "host", "outcome", "cache", "time", "jitflow")
+FIELDS = ("key", "label", "origin", "target", "host", "outcome", "cache", "time", "jitflow")
 #: how a library was obtained: from the disk cache, built here, from the shared tier, or a library
 #: this process had loaded already (BuildInfo.outcome)
 OUTCOMES = ("hit", "built", "shared", "memory")
@@ -50,18 +54,25 @@ _written: set[tuple[str, str]] = set()     # (record file, key) this process has
 _lock = threading.Lock()
 
 
-def line(key: str, meta: dict[str, Any], outcome: str, cache_dir: Path | str, now: float | None = None) -> bytes:
-    """The record's line for `key` (its entry's metadata `meta`), newline included."""
+def line(key: str, meta: dict[str, Any], outcome: str, cache_dir: Path | str, now: float | None = None,
+         asked: str | None = None, origin: str | None = None) -> bytes:
+    """The record's line for `key` (its entry's metadata `meta`), newline included; `asked` and
+    `origin`: the label this process gave the module and where it compiled it, over the entry's."""
     target = target_of(meta) or {}
     functions = meta.get("functions") if isinstance(meta.get("functions"), list) else []
     name = meta.get("name") if isinstance(meta.get("name"), str) else None
-    text = label(name, [str(f) for f in functions])
+    text = asked or label(name, [str(f) for f in functions])
+    origin = origin or (meta.get("origin") if isinstance(meta.get("origin"), str) else None)
     now = time.time() if now is None else now
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
-    record = {"key": key, "label": text if len(text) <= _MAX_LABEL else text[:_MAX_LABEL - 3] + "...",
+    record = {"key": key, "label": _shortened(text), "origin": _shortened(origin) if origin else None,
               "target": target_text(target, host=False), "host": target.get("host"), "outcome": outcome,
               "cache": str(cache_dir), "time": stamp, "jitflow": __version__}
     return (json.dumps(record, sort_keys=False, ensure_ascii=True) + "\n").encode()
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= _MAX_LABEL else text[:_MAX_LABEL - 3] + "..."
 
 
 def append(path: Path, data: bytes) -> None:
@@ -112,16 +123,17 @@ def _problem(path: Path, exc: OSError) -> str:
     return f"cannot write the record {path}: {why}; fix it, or unset JITFLOW_RECORD"
 
 
-def obtained(path: Path | None, key: str, meta: dict[str, Any], outcome: str, cache_dir: Path | str) -> None:
+def obtained(path: Path | None, key: str, meta: dict[str, Any], outcome: str, cache_dir: Path | str,
+             asked: str | None = None, origin: str | None = None) -> None:
     """Record that this process obtained `key` (`outcome`) from the cache at `cache_dir`, when
-    recording is on (`path`, the settings' record)."""
+    recording is on (`path`, the settings' record); `asked`, `origin`: as for line()."""
     if path is None:
         return
     mark = (str(path), key)
     with _lock:
         if outcome in _ONCE and mark in _written:
             return
-        append(path, line(key, meta, outcome, cache_dir))
+        append(path, line(key, meta, outcome, cache_dir, asked=asked, origin=origin))
         _written.add(mark)
 
 

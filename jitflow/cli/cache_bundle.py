@@ -20,7 +20,8 @@ def register(csub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
     pack.add_argument("--manifest", metavar="RECORD",
                       help="a record of the keys a workload obtained (the file JITFLOW_RECORD names)")
     pack.add_argument("--key", action="append", metavar="KEY", dest="keys",
-                      help="an entry's key (64 hexadecimal digits); may be given again")
+                      help="an entry's key, or a prefix of 6 or more hexadecimal digits that starts one entry's "
+                           "key; may be given again")
     json_option(pack, PACK_SCHEMA)
     pack.set_defaults(func=run_pack)
     unpack = csub.add_parser("unpack", help="install a bundle's entries into the cache, every file checked first",
@@ -28,6 +29,9 @@ def register(csub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
                                          "its entries (those the cache has are skipped). A bundle that fails any "
                                          "check is refused whole (exit status 2) and nothing is installed.")
     unpack.add_argument("bundle", metavar="IN.tar", help="a bundle written by `jitflow cache pack`")
+    unpack.add_argument("--readable", action="store_true",
+                        help="make the cache's entries readable (never writable) by every user: for an image "
+                             "where root unpacks and another user serves (JITFLOW_CACHE=readonly)")
     json_option(unpack, UNPACK_SCHEMA)
     unpack.set_defaults(func=run_unpack)
     return [pack, unpack]
@@ -51,7 +55,7 @@ def run_pack(args: argparse.Namespace) -> int:
 def run_unpack(args: argparse.Namespace) -> int:
     from ..cache.bundle_unpack import unpack
 
-    result = unpack(args.bundle, cache_dir=args.cache_dir)
+    result = unpack(args.bundle, cache_dir=args.cache_dir, readable=args.readable)
     if args.json:
         print(dumps(dict(result.to_json(), schema=UNPACK_SCHEMA)))
     else:

@@ -42,11 +42,16 @@ def _options(words: list[str], width: int = 48) -> str:
 
 def entry_row(e: Any) -> list[str]:
     """One cache entry (admin.EntryInfo) as a row under ENTRY_HEADER: the module is the name it was
-    built under (FILE.py:NAME on the command line, compile(name=...)), else its functions; the target
-    has the CPU level, and the options what sets it apart from a default build (shortened)."""
+    built under (FILE.py:NAME on the command line, compile(name=...)), else its functions, with the
+    file and line it was compiled at (`main at serve.py:12`); the target has the CPU level, and the
+    options what sets it apart from a default build (shortened)."""
+    import os
+
     from ..cache.entry import label
 
     module = label(e.name, e.functions) if e.readable else "(unreadable)"
+    if e.readable and e.origin:
+        module += f" at {os.path.basename(e.origin)}"
     return [e.key[:12], module, e.target, e.host,
             human_size(e.size), when(e.created), when(e.last_used), _options(e.options) if e.readable else "?"]
 

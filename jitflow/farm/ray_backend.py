@@ -143,7 +143,8 @@ def _record(exe: Any, outcome: str) -> None:
         from ..cache import record
 
         cache = _cache_of(exe)
-        record.obtained(exe.settings.record, exe.key, cache.read_meta(exe.key) or {}, outcome, cache.folder)
+        record.obtained(exe.settings.record, exe.key, cache.read_meta(exe.key) or {}, outcome, cache.folder,
+                        asked=exe.options.label, origin=exe.options.origin)
 
 
 def _install(exe: Any, reply: dict[str, Any]) -> None:

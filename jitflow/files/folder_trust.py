@@ -20,6 +20,10 @@ folder jitflow keeps code in (zig's cache, for one).
 A folder of this user that others could write is refused, never narrowed and then trusted: what it
 holds may have been put there, or swapped, while it was open. The files read back from trusted
 folders are checked one by one as well (kept_file.py).
+
+Why a folder is not trusted comes with its kind (Problem: missing, unreadable, untrusted), so that a
+caller can give the fix that fits. Folders of this user may be made readable by every user, never
+writable (make_readable): a cache root unpacks for another user to serve.
 """
 from __future__ import annotations
 
@@ -33,6 +37,23 @@ from pathlib import Path
 from ..errors import UntrustedFolderError
 
 _MAX_LINKS = 40
+#: the kinds of Problem: the folder is not there, this user may not look into a folder on the way,
+#: a folder or link on the way is another user's or writable by others, or something else (a file
+#: where a folder should be)
+MISSING, UNREADABLE, UNTRUSTED, OTHER = "missing", "unreadable", "untrusted", "other"
+
+
+class Problem(str):
+    """Why a folder is not trusted, in words (it is the str), with its `kind` (MISSING, UNREADABLE,
+    UNTRUSTED, OTHER) and the path it is about (`where`): what a caller needs to choose the fix."""
+
+    kind: str
+    where: str
+
+    def __new__(cls, text: str, kind: str, where: str) -> Problem:
+        made = super().__new__(cls, text)
+        made.kind, made.where = kind, where
+        return made
 
 
 def _absolute(path: str | os.PathLike) -> str:
@@ -99,8 +120,9 @@ def _chain(path: str) -> list[tuple[str, os.stat_result]]:
 
 
 def folder_problem(path: str | os.PathLike, uid: int | None = None, parent: bool = False,
-                   installed: bool = False) -> str | None:
-    """Why `path` is not a trusted folder (see the module's docstring), or None when it is.
+                   installed: bool = False) -> Problem | None:
+    """Why `path` is not a trusted folder (see the module's docstring), or None when it is: a
+    Problem, the reason in words with its kind.
 
     A missing folder is a problem too ("... does not exist"). With `parent`, `path` is judged as a
     folder to create one in: like the folders above it (root's, or a sticky folder such as /tmp).
@@ -113,25 +135,28 @@ def folder_problem(path: str | os.PathLike, uid: int | None = None, parent: bool
     try:
         chain = _chain(path)
     except FileNotFoundError:
-        return f"{path} does not exist"
+        return Problem(f"{path} does not exist", MISSING, path)
+    except PermissionError as exc:     # a folder on the way this user may not look into: the file's parent
+        blocked = os.path.dirname(exc.filename) if isinstance(exc.filename, str) else path
+        return Problem(f"{path} cannot be checked: {exc}", UNREADABLE, blocked)
     except OSError as exc:
-        return f"{path} cannot be checked: {exc}"
+        return Problem(f"{path} cannot be checked: {exc}", OTHER, path)
     for index, (where, st) in enumerate(chain):
         last = index == len(chain) - 1 and not parent
         if not _owner_ok(st, uid):
-            return f"{where} belongs to another user ({_describe(st)})"
+            return Problem(f"{where} belongs to another user ({_describe(st)})", UNTRUSTED, where)
         if stat.S_ISLNK(st.st_mode):
             continue
         if not stat.S_ISDIR(st.st_mode):
-            return f"{where} is not a folder"
+            return Problem(f"{where} is not a folder", OTHER, where)
         if last:
             if st.st_uid != uid and not installed:
-                return f"{where} is not owned by this user (uid {uid}; {_describe(st)})"
+                return Problem(f"{where} is not owned by this user (uid {uid}; {_describe(st)})", UNTRUSTED, where)
             if writable_by_others(st, uid):
-                return f"{where} is writable by group or others ({_describe(st)})"
+                return Problem(f"{where} is writable by group or others ({_describe(st)})", UNTRUSTED, where)
         elif st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
             if st.st_mode & 0o002 or not _private_group(st.st_gid, uid):
-                return f"{where} is writable by group or others ({_describe(st)})"
+                return Problem(f"{where} is writable by group or others ({_describe(st)})", UNTRUSTED, where)
     return None
 
 
@@ -191,6 +216,19 @@ def make_private_folder(path: str | os.PathLike, fix: str | None = None) -> Path
     and UntrustedFolderError when one exists but could be changed by someone else, such as a
     folder another user created first at a predictable name.
     """
+    return make_folder(path, fix, narrow=True)
+
+
+def make_folder(path: str | os.PathLike, fix: str | None = None, *, readable: bool = False,
+                parents: int | None = None, narrow: bool = False) -> Path:
+    """Create `path` and its missing parents, and check it (make_private_folder is this with `narrow`).
+
+    `path` is created 0700, or 0755 with `readable` (whatever the umask). The missing folders above
+    it get 0700, or `parents` with the umask applied, as `mkdir -p` makes them (0755 under the usual
+    umask). Folders that exist keep their mode (with `narrow`, one of ours that others can read is
+    made 0700); one of ours that others could write is refused, never narrowed and then trusted.
+    Raises as make_private_folder does.
+    """
     path = Path(_absolute(path))
     missing = []
     probe = path
@@ -202,16 +240,42 @@ def make_private_folder(path: str | os.PathLike, fix: str | None = None) -> Path
             raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(missing[-1].parent))
         check_folder(missing[-1].parent, fix, parent=True)
     for folder in reversed(missing):
+        above = folder != path and parents is not None
         try:
-            os.mkdir(folder, 0o700)
+            os.mkdir(folder, parents if above else 0o700)    # type: ignore[arg-type]
         except FileExistsError:
             pass  # another process of ours, or someone else: the checks below tell which
-        _narrow(folder, fix)
+        else:
+            if readable and not above:
+                os.chmod(folder, 0o755)
+        _narrow(folder, fix, narrow)
         check_folder(folder, fix)
     if not missing:
-        _narrow(path, fix)
+        _narrow(path, fix, narrow)
         check_folder(path, fix)
     return path
+
+
+def make_readable(path: str | os.PathLike, deep: bool = True) -> None:
+    """Let every user read `path` and, with `deep`, what it holds (folders r-x, files r--, added to
+    their modes), never write it: what `jitflow cache unpack --readable` installs, for a service
+    running as another user. Only what this user owns is changed; links are neither followed nor changed."""
+    uid = os.getuid()
+
+    def widen(item: str) -> None:
+        st = os.lstat(item)
+        if st.st_uid != uid or stat.S_ISLNK(st.st_mode):
+            return
+        more = 0o055 if stat.S_ISDIR(st.st_mode) else 0o044 if stat.S_ISREG(st.st_mode) else 0
+        if more and stat.S_IMODE(st.st_mode) & more != more:
+            os.chmod(item, stat.S_IMODE(st.st_mode) | more)
+
+    widen(os.fspath(path))
+    if not deep or not os.path.isdir(path) or os.path.islink(path):
+        return
+    for root, dirs, files in os.walk(path):     # never into links to folders
+        for name in dirs + files:
+            widen(os.path.join(root, name))
 
 
 #: what a refused folder that others could write is advised: narrowing it would not undo what they did
@@ -219,11 +283,11 @@ OPENED_REMEDY = ("remove that folder (jitflow makes it again, private to you); n
                  "since what it holds may already be another user's")
 
 
-def _narrow(folder: Path, fix: str | None = None) -> None:
+def _narrow(folder: Path, fix: str | None = None, narrow: bool = True) -> None:
     """Make a folder this user owns readable by the user alone (a umask of 022 leaves it readable by
-    all). One that others could write is refused instead (UntrustedFolderError): anything in it may
-    have been put there, or swapped, while it was open, and narrowing it now would make jitflow trust
-    that. Folders of others and links are left as they are, for the check to refuse."""
+    all), with `narrow`. One that others could write is refused instead (UntrustedFolderError): anything
+    in it may have been put there, or swapped, while it was open, and narrowing it now would make
+    jitflow trust that. Folders of others and links are left as they are, for the check to refuse."""
     try:
         st = os.lstat(folder)
     except OSError:
@@ -232,4 +296,5 @@ def _narrow(folder: Path, fix: str | None = None) -> None:
         if writable_by_others(st, st.st_uid):
             raise UntrustedFolderError(folder, f"{folder} is writable by group or others ({_describe(st)}), so "
                                        "what it holds may be another user's", fix, OPENED_REMEDY)
-        os.chmod(folder, 0o700)
+        if narrow:
+            os.chmod(folder, 0o700)

@@ -8,13 +8,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-from cli_run import build_entries, cache_env, jf, no_traceback
+from cli_run import build_entries, cache_env, copy_cache, entry_folder, jf, no_traceback
 from conftest import ROOT, TESTS, run_python
 
 BUILD = """
@@ -282,3 +284,81 @@ def test_two_processes_unpacking_at_once_install_each_entry_once(bundle, built, 
     assert sorted(installed) == sorted(keys)           # each entry installed by one process
     assert all(sorted(r["installed"] + r["skipped"]) == sorted(keys) for r in results)
     assert _installed(dest) == sorted(keys) and list((dest / "v1" / "staging").iterdir()) == []
+
+
+# ---- modes: the folders unpack makes, --readable, and a later unpack that narrows nothing ----------
+
+def _modes(top: Path) -> dict[str, int]:
+    """Every path under `top` (itself included) with its permission bits."""
+    found = {".": stat.S_IMODE(top.stat().st_mode)}
+    for path in top.rglob("*"):
+        found[str(path.relative_to(top))] = stat.S_IMODE(path.lstat().st_mode)
+    return found
+
+
+def _with_umask(mask: int, *args: str) -> subprocess.CompletedProcess:
+    old = os.umask(mask)
+    try:
+        return jf(*args)
+    finally:
+        os.umask(old)
+
+
+def test_unpack_makes_missing_parents_as_mkdir_does_and_its_own_folders_private(bundle, tmp_path):
+    dest = tmp_path / "opt" / "app" / "cache"
+    assert _with_umask(0o022, "cache", "unpack", str(bundle), "--cache-dir", str(dest)).returncode == 0
+    assert [_modes(tmp_path)[p] for p in ("opt", "opt/app", "opt/app/cache")] == [0o755] * 3
+    inside = {path: mode for path, mode in _modes(dest / "v1").items() if path != "stats.json"}
+    assert inside and all(mode & 0o077 == 0 for mode in inside.values()), inside
+
+
+def test_unpack_readable_lets_every_user_read_and_none_write(bundle, built, tmp_path):
+    _, _, keys = built
+    dest = tmp_path / "cache"
+    proc = _with_umask(0o077, "cache", "unpack", str(bundle), "--cache-dir", str(dest), "--readable")
+    assert proc.returncode == 0, proc.stderr
+    entries = _modes(dest / "v1" / "entries")
+    assert len([p for p in entries if p.endswith("lib.so")]) == len(keys)
+    for path, mode in {**entries, "v1": _modes(dest / "v1")["."], "cache": _modes(dest)["."]}.items():
+        is_dir = path in ("v1", "cache", ".") or (dest / "v1" / "entries" / path).is_dir()
+        assert mode & 0o055 == (0o055 if is_dir else 0o044) and mode & 0o022 == 0, (path, oct(mode))
+
+
+def test_a_later_unpack_narrows_nothing(bundle, built, tmp_path):
+    env, _, keys = built
+    first, second = tmp_path / "first.tar", tmp_path / "second.tar"
+    assert jf("cache", "pack", str(first), "--key", keys[0], env=env).returncode == 0
+    assert jf("cache", "pack", str(second), "--key", keys[1], env=env).returncode == 0
+    dest = tmp_path / "cache"
+    assert jf("cache", "unpack", str(first), "--cache-dir", str(dest)).returncode == 0
+    subprocess.run(["chmod", "-R", "go+rX", str(dest)], check=True)        # opened to all by hand
+    before = _modes(dest)
+    for again in (first, second, bundle):                 # the same bundle again, another, then all of them
+        proc = jf("cache", "unpack", str(again), "--cache-dir", str(dest))
+        assert proc.returncode == 0, proc.stderr
+    after = _modes(dest)
+    assert {path: after[path] for path in before} == before
+    assert after[f"v1/entries/{keys[1][:2]}/{keys[1]}"] == 0o700     # what it installs unasked stays private
+
+
+def test_pack_takes_a_unique_key_prefix_and_refuses_others(built, tmp_path):
+    env, _, keys = built
+    out = tmp_path / "out.tar"
+    proc = jf("cache", "pack", str(out), "--key", keys[1][:6].upper(), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [e["key"] for e in json.loads(proc.stdout)["entries"]] == [keys[1]]
+    unknown = next(p for p in ("000000", "ffffff", "123456") if not any(k.startswith(p) for k in keys))
+    proc = jf("cache", "pack", str(out), "--key", unknown, env=env)
+    assert proc.returncode == 2 and no_traceback(proc) and f"starts with {unknown}" in proc.stderr
+    proc = jf("cache", "pack", str(out), "--key", keys[1][:5], env=env)
+    assert proc.returncode == 2 and "6 to 64 hexadecimal digits" in proc.stderr
+
+
+def test_pack_refuses_an_ambiguous_key_prefix(built, tmp_path):
+    _, cache, keys = built
+    copy = copy_cache(cache, tmp_path / "cache")
+    twin = keys[0][:10] + ("0" if keys[0][10] != "0" else "1") + keys[0][11:]    # shares 10 digits with keys[0]
+    shutil.copytree(entry_folder(copy, keys[0]), entry_folder(copy, twin))
+    proc = jf("cache", "pack", str(tmp_path / "out.tar"), "--key", keys[0][:8], "--cache-dir", str(copy))
+    assert proc.returncode == 2 and no_traceback(proc) and "ambiguous" in proc.stderr
+    assert keys[0][:16] in proc.stderr and twin[:16] in proc.stderr
