@@ -1,7 +1,9 @@
 """`unpack`: a bundle (bundle_format.py) into a cache, all or nothing.
 
 The tar is read once, as a stream, into a private staging folder inside the cache: the manifest
-first (bounded), then each member, which must be a regular file the manifest lists, at most once,
+first (bounded), then its signature where it has one (bundle_signature.py: with trusted keys, a
+bundle whose signature does not hold is refused here, before its manifest is even parsed), then each
+member, which must be a regular file the manifest lists, at most once,
 of the size it declares, written without following links and hashed as it is written. Any other
 member (a link, a device, a FIFO, a folder, a path of its own such as `../x` or `/etc/x`), a file
 the manifest lists that never comes, a digest that does not match or a tar that ends early refuses
@@ -19,12 +21,16 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence
 
-from ..errors import BundleError, CacheError, EntryRefusedError
-from . import bundle_format
+from ..errors import BundleError, CacheError, EntryRefusedError, UntrustedBundleError
+from . import bundle_format, bundle_signature
 from .bundle_format import MANIFEST, EntryLine
+from .bundle_signature import SIGNATURE, Origin, TrustedKey
 from .disk import Cache
+
+if TYPE_CHECKING:
+    from .door import Checked
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
@@ -35,16 +41,18 @@ _KINDS = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link", ta
 @dataclass
 class UnpackResult:
     """What unpack() did: the entries installed, those skipped because the cache had them already,
-    and the bytes installed."""
+    the bytes installed, and who packed the bundle (whether its signature was verified)."""
 
     location: Path
     installed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     bytes: int = 0
+    origin: Origin | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"location": str(self.location), "installed": self.installed, "skipped": self.skipped,
-                "entries": len(self.installed), "bytes": self.bytes}
+                "entries": len(self.installed), "bytes": self.bytes,
+                "origin": self.origin.to_json() if self.origin else None}
 
 
 _FIX = "Pack it again from a sound cache (`jitflow cache pack`), and check how it was copied"
@@ -84,8 +92,10 @@ def _copy(source: IO[bytes], size: int, dest: str) -> str:
     return h.hexdigest() if left == 0 else "short"
 
 
-def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
-    """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest; its entries."""
+def _stage(path: Path, stream: IO[bytes], staging: Path,
+           trusted: list[TrustedKey]) -> tuple[list[EntryLine], Origin]:
+    """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest and, with
+    `trusted` keys, its signature; its entries and who packed it."""
     try:
         tar = tarfile.open(fileobj=stream, mode="r:")     # uncompressed only; read front to back
         first = tar.next()
@@ -98,6 +108,18 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     data = tar.extractfile(first).read(first.size)  # type: ignore[union-attr]
     if len(data) != first.size:
         raise _refuse(path, "it ends inside its manifest (truncated)")
+    member, signature = tar.next(), None
+    if member is not None and member.name == SIGNATURE and member.isreg():
+        if member.size > bundle_signature.MAX_BYTES:
+            raise _refuse(path, f"its {SIGNATURE} is larger than {bundle_signature.MAX_BYTES} bytes")
+        signature = tar.extractfile(member).read(member.size)  # type: ignore[union-attr]
+        member = tar.next()
+    try:
+        origin = bundle_signature.origin(data, signature, trusted)   # before the manifest is parsed
+    except UntrustedBundleError as exc:
+        raise UntrustedBundleError(f"refusing the bundle {path}: {exc}") from None
+    except BundleError as exc:
+        raise _refuse(path, str(exc)) from None
     try:
         _version, entries = bundle_format.parse_manifest(data)
     except BundleError as exc:
@@ -107,7 +129,7 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     for e in entries:
         os.mkdir(os.path.join(root, e.key), 0o700)
     seen: set[str] = set()
-    while (member := tar.next()) is not None:
+    for member in _rest(tar, member):
         name = member.name
         if name in seen:
             raise _refuse(path, f"the member {name!r} comes twice")
@@ -129,50 +151,72 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     if missing:
         raise _refuse(path, f"the member {missing[0]!r} the manifest lists is missing"
                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    return entries
+    return entries, origin
 
 
-def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None) -> UnpackResult:
-    """Install the entries of the bundle `path` into the cache (default: JITFLOW_CACHE_DIR, else the
-    user cache folder), each checked against the manifest's digests and the cache's own checks before
-    any is installed; entries the cache has already are skipped. Returns an UnpackResult.
+def _rest(tar: tarfile.TarFile, member: tarfile.TarInfo | None) -> Iterator[tarfile.TarInfo]:
+    """`member` (read already), then every member after it."""
+    while member is not None:
+        yield member
+        member = tar.next()
 
-    A bundle that fails any check is refused whole with a BundleError, and nothing is installed.
-    """
-    from ..config import resolve
-    from .location import open_cache
+
+def stage(path: str | os.PathLike, staging: Path,
+          trusted: list[TrustedKey]) -> tuple[list[tuple[EntryLine, Checked]], Origin]:
+    """The bundle `path` read into the private folder `staging` with every check unpack makes before it
+    installs anything: each file against the manifest, the manifest against its signature (with `trusted`
+    keys), each entry as the cache checks one (door.check_folder). BundleError (refused whole) when one fails."""
+    from .door import check_folder
 
     source = Path(path)
-    settings = resolve(cache_dir=cache_dir)
-    cache = open_cache(settings).for_admin()
-    cache.ensure()
-    result = UnpackResult(cache.folder)
     try:
         stream = open(source, "rb")
     except OSError as exc:
         raise BundleError(f"cannot read the bundle {source}: {exc.strerror}") from None
+    with stream:
+        try:
+            entries, origin = _stage(source, stream, staging, trusted)
+        except (tarfile.TarError, EOFError) as exc:
+            raise _refuse(source, f"it is not a whole tar ({exc})") from None
+    try:
+        return [(e, check_folder(staging / e.key, e.key)) for e in entries], origin
+    except EntryRefusedError as exc:
+        raise _refuse(source, str(exc)) from None
+
+
+def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+           trust: Sequence[str | os.PathLike] | None = None) -> UnpackResult:
+    """Install the entries of the bundle `path` into the cache (default: JITFLOW_CACHE_DIR, else the
+    user cache folder), each checked against the manifest's digests and the cache's own checks before
+    any is installed; entries the cache has already are skipped. Returns an UnpackResult.
+
+    trust: public key files (default: JITFLOW_TRUSTED_KEYS): the bundle must be signed by one of them
+    (`pack --sign`), else it is refused with an UntrustedBundleError. Without any, the bundle is not
+    verified for its origin (UnpackResult.origin says so). A bundle that fails any check is refused
+    whole with a BundleError, and nothing is installed.
+    """
+    from ..config import resolve, trusted_keys
+    from .location import open_cache
+
+    keys = bundle_signature.trusted_keys(trusted_keys(trust))     # a bad key file: before anything else
+    settings = resolve(cache_dir=cache_dir)
+    cache = open_cache(settings).for_admin()
+    cache.ensure()
+    result = UnpackResult(cache.folder)
     staging = Path(tempfile.mkdtemp(prefix="bundle.", dir=cache.staging_root))
     try:
-        with stream:
-            try:
-                entries = _stage(source, stream, staging)
-            except (tarfile.TarError, EOFError) as exc:
-                raise _refuse(source, f"it is not a whole tar ({exc})") from None
-        from .door import admit, check_folder
+        checked, result.origin = stage(path, staging, keys)
+        from .door import admit
 
-        try:
-            checked = [check_folder(staging / e.key, e.key) for e in entries]
-        except EntryRefusedError as exc:
-            raise _refuse(source, str(exc)) from None
         empty = not any(cache.entries.iterdir())
-        for e, entry in zip(entries, checked):
-            admitted = admit(cache, e.key, entry)
+        for line, entry in checked:
+            admitted = admit(cache, line.key, entry)
             admitted.close()
             if admitted.installed:
-                result.installed.append(e.key)
-                result.bytes += e.size
+                result.installed.append(line.key)
+                result.bytes += line.size
             else:
-                result.skipped.append(e.key)
+                result.skipped.append(line.key)
         _keep_cap(cache, result.bytes, settings.cache_max_size, empty)
     except OSError as exc:
         raise CacheError(f"cannot unpack the bundle into {cache.root}: {exc.strerror or exc} (entries installed "
