@@ -190,8 +190,8 @@ def origin(manifest: bytes, signature: bytes | None, trusted: Sequence[TrustedKe
                                        "pack it with --sign KEY and unpack it with --trust KEY.pub)")
         return Origin(False, signed[1], f"the bundle was not verified for its origin: it is signed by {signed[1]}, "
                                         "and no key is trusted (give --trust KEY.pub or set JITFLOW_TRUSTED_KEYS)")
-    fix = f"nothing was installed. Fix: pack it again with `jitflow cache pack ... --sign KEY` where KEY's public half is trusted " \
-          f"({_keys_text(trusted)})"
+    fix = (f"nothing was installed. Fix: pack it again with `jitflow cache pack ... --sign KEY` where KEY's public "
+           f"half is trusted ({_keys_text(trusted)})")
     if signed is None:
         raise UntrustedBundleError(f"it is unsigned, and only bundles signed by a trusted key are accepted; {fix}")
     from cryptography.exceptions import InvalidSignature
@@ -205,7 +205,7 @@ def origin(manifest: bytes, signature: bytes | None, trusted: Sequence[TrustedKe
                                              f"({key.path.name})")
     if any(k.fingerprint == signed[1] for k in trusted):
         raise UntrustedBundleError(f"its signature by {signed[1]} does not hold: the manifest changed since it was "
-                                   "signed (damaged or altered); nothing was installed. Fix: pack and sign it again from a "
-                                   "sound cache, and check how it was copied")
+                                   "signed (damaged or altered); nothing was installed. Fix: pack and sign it again "
+                                   "from a sound cache, and check how it was copied")
     raise UntrustedBundleError(f"it is signed by {signed[1]}, which is not a trusted key; {fix}, or trust the key "
                                "that signed it (--trust its .pub) if you trust who packed it")
