@@ -188,6 +188,11 @@ class Runner:
         return (json.loads(lines[-1]) if lines else None), _ms(t0), proc.stderr
 
 
+def listing(folder: Path) -> list[tuple]:
+    """Every path under `folder` with its size, modification time and mode."""
+    return sorted((str(p), p.lstat().st_size, p.lstat().st_mtime_ns, p.lstat().st_mode) for p in folder.rglob("*"))
+
+
 def prepare(outdir: Path) -> None:
     """Build the three modules in a private cache with a record, pack the record, write the key inputs."""
     outdir.mkdir(parents=True, exist_ok=True)
@@ -258,13 +263,17 @@ def rollout(bundle: Path, user: str, arch: str | None, dry: bool) -> int:
         if _jitflow("cache", "check", "--cache-dir", str(cache), "--user", user,
                     *(["--arch", arch] if arch else [])).returncode != 0:
             failed.append(f"cache check --user {user}")
-        runner = Runner(user, top)
+        runner, before = Runner(user, top), listing(cache)
         mode = ["--dry"] if dry else []
         served = {"JITFLOW_CACHE": "readonly", "JITFLOW_CACHE_DIR": str(cache),
                   "JITFLOW_ZIG_CACHE_DIR": str(top / "zig-never")}
         who = runner.user or f"uid {os.geteuid()}"
         hit = report(f"{who}, read-only", *runner.run(["child", *mode], served))
         label = report(f"{who}, by label", *runner.run(["child-runtime", *mode], dict(served, TVM_USE_RUNTIME_LIB="1")))
+        unchanged = listing(cache) == before
+        print(f"the cache folder after serving: {'unchanged' if unchanged else 'CHANGED'} (paths, sizes, times, modes)")
+        if not unchanged:
+            failed.append("the cache folder changed while it was served")
         cold = report("root, cold build", *Runner(None, top).run(["child", *mode], {
             "JITFLOW_CACHE": "1", "JITFLOW_CACHE_DIR": str(top / "cold"), "JITFLOW_ZIG_CACHE_DIR": str(top / "zig")}))
         failed += [what for what, ok in (("read-only serving", hit), ("loading by label", label), ("cold build", cold))
