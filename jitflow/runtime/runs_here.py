@@ -103,8 +103,10 @@ def _device(library: LibraryFile, stated: object, gpu: AssumedGpu, floor: str | 
         return ["its digest record states other device code than its fatbins carry; build or copy it again"]
     if code is None or compat.problem(code, compat.Gpu(gpu.arch, driver)) is None:
         return []
-    return [f"{gpu.arch} with a driver of CUDA {driver} runs none of its device code: it carries {code.describe()} "
-            f"(rebuild with arch=[..., '{gpu.arch}'] or arch='portable')"]
+    promised = parse(floor, "the entry's CUDA floor") if floor else None
+    older = f"; it was built for drivers of CUDA {promised} or newer" if promised and driver < promised else ""
+    return [f"{gpu.arch} with a driver of CUDA {driver} runs none of its device code: it carries {code.describe()}"
+            f"{older} (rebuild with arch=[..., '{gpu.arch}'] or arch='portable', or update the driver)"]
 
 
 def problems(library: LibraryFile, host: str | None, gpu: AssumedGpu, floor: str | None = None) -> list[str]:

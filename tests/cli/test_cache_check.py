@@ -217,3 +217,20 @@ def test_what_cannot_be_checked_is_bad_input(built, tmp_path):
     empty = tmp_path / "empty"
     proc = _check("--cache-dir", str(empty), env=env)
     assert proc.returncode == 1 and "no cache to check" in proc.stdout, proc.stdout
+
+
+def test_a_driver_older_than_the_entrys_floor_is_named(built):
+    """With a driver here (as --arch uses it), an sm_90 entry built for CUDA 13.0 drivers on a CUDA 12.8
+    driver: its SASS (CUDA 13) and its PTX (ISA 9.0) both need 13.0."""
+    from jitflow.runtime import runs_here
+    from jitflow.runtime.library_file import LibraryFile
+    from jitflow.targets.cuda_floor import CudaVersion
+
+    _, cache, keys = built
+    with LibraryFile.open(entry_folder(cache, keys[CUDA]) / "lib.so") as library:
+        old = runs_here.problems(library, machine_host(), runs_here.AssumedGpu("sm_90", CudaVersion(12, 8), "t"),
+                                 "13.0")
+        assert runs_here.problems(library, machine_host(), runs_here.AssumedGpu("sm_90", CudaVersion(13, 0), "t"),
+                                  "13.0") == []
+    assert len(old) == 1 and "a driver of CUDA 12.8 runs none of its device code" in old[0], old
+    assert "it was built for drivers of CUDA 13.0 or newer" in old[0] and "update the driver" in old[0]
