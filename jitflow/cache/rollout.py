@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from ..errors import EntryRefusedError, InvalidInputError
 from .bundle_format import KEY
-from .entry import LIBRARY, label, target_of, target_text
+from .entry import LIBRARY, META, label, target_of, target_text
 
 SCHEMA = "jitflow.cache-check/1"
 
@@ -116,7 +116,7 @@ class _Checker:
         if self.cache_problem:
             return [self.cache_problem]
         shard, entries = folder.parent, folder.parent.parent
-        for path, is_folder in ((entries, True), (shard, True), (folder, True), (folder / "meta.json", False),
+        for path, is_folder in ((entries, True), (shard, True), (folder, True), (folder / META, False),
                                 (folder / LIBRARY, False)):
             problem = item_problem(self.user, path, is_folder, top)
             if problem:
