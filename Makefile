@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.jitflow-installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cuda,dev,tune,sass]'
+	$(PY) -m pip install -q -e '.[cuda,dev,tune,sass,sign]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -38,7 +38,7 @@ test-pythons: $(STAMP)
 # build_all on a local Ray cluster (the tests start one of 2 CPUs); installs the ray extra first if needed
 RAY_STAMP := $(VENV)/.jitflow-ray-installed
 $(RAY_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e '.[cuda,dev,tune,sass,ray]'
+	$(PY) -m pip install -q -e '.[cuda,dev,tune,sass,sign,ray]'
 	touch $(RAY_STAMP)
 
 test-ray: $(RAY_STAMP)

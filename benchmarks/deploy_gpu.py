@@ -1,75 +1,99 @@
 """Compile once, never in production, on a GPU: a bundle built on a machine without a GPU, served there.
 
-    python benchmarks/deploy_gpu.py prepare OUTDIR           # where building is allowed (no GPU needed)
-    python benchmarks/deploy_gpu.py serve OUTDIR/deploy.tar  # on the GPU machine (TVM with its compiler)
-    python benchmarks/deploy_gpu.py serve-runtime OUTDIR/deploy.tar   # the same, runtime-only TVM
+    python benchmarks/deploy_gpu.py prepare OUTDIR                    # where building is allowed (no GPU needed)
+    python benchmarks/deploy_gpu.py rollout OUTDIR/deploy.tar         # on the GPU machine, as root: all of it
+    python benchmarks/deploy_gpu.py serve OUTDIR/deploy.tar           # a read-only hit against a cold build
+    python benchmarks/deploy_gpu.py serve-runtime OUTDIR/deploy.tar   # by label, in a TVM without its compiler
 
-`prepare` builds a CUDA Relax model (tests/models.py: mlp) and two CUDA kernels (tests/kernels.py:
-vecadd_cuda, matmul_shared) for sm_90 with nvcc, in a private cache with JITFLOW_RECORD, packs exactly
-the recorded keys into OUTDIR/deploy.tar and writes the keys' inputs (versions included) to
-OUTDIR/versions.json. nvcc, not NVRTC: the key covers the device compiler's version, and nvcc's
-release is what both machines share. `serve` unpacks the bundle into an empty cache folder, makes it
-read-only (a read-only bind mount where it may, else chmod), and times, in a fresh process with
-JITFLOW_CACHE=readonly, each module from process start to its first right result; then the same in a
-fresh process with an empty writable cache: the cold build. A read-only miss prints the error and the
-key's inputs on both sides. `serve-runtime` loads each entry's lib.so with jitflow.load / load_vm in a
-TVM without its compiler (TVM_USE_RUNTIME_LIB=1), where no key can be computed: the record says which
-library is which. `--dry` (serve, serve-runtime) stops before anything needs a GPU.
+`prepare` builds a CUDA Relax model (tests/models.py: mlp), a kernel (tests/kernels.py: vecadd_cuda) and a
+module of two kernels (vecadd_cuda as "add", matmul_shared as "matmul") for sm_90 with the default CUDA
+compiler, NVRTC, in a private cache with JITFLOW_RECORD; packs exactly the recorded keys into
+OUTDIR/deploy.tar, and writes the keys' inputs to OUTDIR/versions.json. The key covers NVRTC's, nvfatbin's
+and CCCL's wheel versions: prepare it in an environment whose wheels are the serving machine's (`cache
+check` there names any that differ).
+
+`rollout` runs the deployment as an image would, and checks each step: `jitflow cache check` of the
+bundle (the visible GPU, else --arch); root unpacks it into a cache folder whose parents do not exist,
+made readable to the serving user (--user, default nobody), and `cache check --user` of the cache; that
+user serves it in a fresh process with JITFLOW_CACHE=readonly (each module compiled, a hit, its first
+result checked against numpy), then loads each entry by label in a TVM without its compiler
+(TVM_USE_RUNTIME_LIB=1: jitflow.load_entry, load_vm_entry); last, root builds the three cold in an
+empty cache, and the first-request times are compared. `serve` and `serve-runtime` are two of those
+steps alone, as root. `--dry` stops each before anything needs a GPU (the check assumes sm_90).
 """
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
 ROOT, TESTS = HERE.parent.parent, HERE.parent.parent / "tests"
-ARCH, COMPILER = "sm_90", "nvcc"
-NAMES = ("mlp", "vecadd", "matmul_shared")
+ARCH = "sm_90"
+NAMES = ("mlp", "vecadd", "pair")
 
 
-def executable(name: str):
-    """The module `name` compiled for sm_90 with nvcc, under the settings of the environment."""
+def module(name: str):
+    """The IRModule of `name`: the model, the kernel, or the module of two kernels."""
     sys.path.insert(0, str(TESTS))
     import kernels
     import models
-
-    import jitflow
-
-    mod = {"mlp": models.mlp, "vecadd": kernels.vecadd_cuda, "matmul_shared": kernels.matmul_shared}[name]()
-    return jitflow.compile(mod, "cuda", arch=ARCH, cuda_compiler=COMPILER, name=name)
-
-
-def run_and_check(name: str, run) -> None:
-    """Call `run` (the first request: a runtime module, or a VM for the model) on the GPU and check the
-    numbers against numpy; raises AssertionError on a wrong result."""
-    import numpy as np
     import tvm
 
+    if name == "pair":
+        return tvm.IRModule({"add": kernels.vecadd_cuda()["main"], "matmul": kernels.matmul_shared()["main"]})
+    return models.mlp() if name == "mlp" else kernels.vecadd_cuda()
+
+
+def executable(name: str):
+    """The module `name` compiled for sm_90 with the configured CUDA compiler (NVRTC by default)."""
+    import jitflow
+
+    return jitflow.compile(module(name), "cuda", arch=ARCH, name=name)
+
+
+def run_and_check(name: str, run, device: str = "cuda") -> None:
+    """Call `run` (the first request: a library, or a VM for the model) and check the numbers against
+    numpy; raises AssertionError on a wrong result. Tensors are torch's where torch is, else TVM's."""
+    import numpy as np
+
     sys.path.insert(0, str(TESTS))
-    dev = tvm.cuda(0)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        put, sync = (lambda a: torch.from_numpy(a).to(device)), torch.cuda.synchronize
+    else:
+        import tvm
+
+        put, sync = (lambda a: tvm.runtime.tensor(a, tvm.cuda(0))), (lambda: None)
+
+    def back(t):
+        return t.cpu().numpy() if torch is not None and isinstance(t, torch.Tensor) else t.numpy()
     rng = np.random.default_rng(0)
     if name == "mlp":
         import models
 
         x = rng.standard_normal((4, 16)).astype("float32")
-        y = run["main"](tvm.runtime.tensor(x, dev)).numpy()
+        y = back(run["main"](put(x)))
         np.testing.assert_allclose(y, models.mlp_reference(x, models.mlp_weights()), rtol=1e-4, atol=1e-4)
         return
-    n = 1024 if name == "vecadd" else 256
-    shape = (n,) if name == "vecadd" else (n, n)
-    a, b = rng.standard_normal(shape).astype("float32"), rng.standard_normal(shape).astype("float32")
-    c = tvm.runtime.tensor(np.zeros(shape, "float32"), dev)
-    run["main"](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c)
-    dev.sync()
-    np.testing.assert_allclose(c.numpy(), a + b if name == "vecadd" else a @ b, rtol=1e-3, atol=1e-3)
+    calls = [("main" if name == "vecadd" else "add", 1024)] + ([("matmul", 256)] if name == "pair" else [])
+    for function, n in calls:
+        shape = (n,) if n == 1024 else (n, n)
+        a, b = rng.standard_normal(shape).astype("float32"), rng.standard_normal(shape).astype("float32")
+        c = put(np.zeros(shape, "float32"))
+        run[function](put(a), put(b), c)
+        sync()
+        np.testing.assert_allclose(back(c), a + b if n == 1024 else a @ b, rtol=1e-3, atol=1e-3)
 
 
 def _ms(since: float) -> float:
@@ -77,8 +101,8 @@ def _ms(since: float) -> float:
 
 
 def child_compiled(dry: bool) -> dict:
-    """In a fresh process: each module compiled, looked up or built, loaded and called once (or, dry,
-    only looked up), timed from the process's start (JITFLOW_T0, set by the parent before spawning)."""
+    """A serving process of the usual kind: each module compiled (its key taken), found, loaded and called
+    once (dry: only found), timed from the process's start (JITFLOW_T0, set before it was spawned)."""
     t0 = float(os.environ["JITFLOW_T0"])
     import tvm  # noqa: F401
 
@@ -90,18 +114,13 @@ def child_compiled(dry: bool) -> dict:
         start, case = time.time(), {}
         exe = executable(name)
         try:
-            if dry:   # obtain the library (lookup, or build), then show where the GPU is first needed
-                case["outcome"] = exe.build().outcome
-                try:
-                    exe.vm("cuda") if name == "mlp" else exe.jit()
-                    case["note"] = "dry: loaded, not called"
-                except Exception as exc:  # noqa: BLE001
-                    case["note"] = f"dry: not loaded here, needs a CUDA device: {type(exc).__name__}: {str(exc)[:80]}"
+            if dry:
+                case["outcome"], case["note"] = exe.build().outcome, "dry: found, not called"
             else:
                 run_and_check(name, exe.vm("cuda") if name == "mlp" else exe.jit())
                 case["outcome"] = exe.build_info.outcome
         except CacheMissError as exc:
-            case.update(error=f"CacheMissError: {exc}", inputs=exe.cache_key.inputs)
+            case.update(error=f"CacheMissError: {exc}")
         except Exception as exc:  # noqa: BLE001 -- a bench reports what failed, case by case
             case["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
         case.update(key=exe.key, ms=_ms(start), since_start_ms=_ms(t0))
@@ -109,41 +128,69 @@ def child_compiled(dry: bool) -> dict:
     return out
 
 
-def child_runtime(cache: str, keys: dict[str, str], dry: bool) -> dict:
-    """In a fresh process with a runtime-only TVM: each entry's lib.so loaded and called once."""
+def child_runtime(dry: bool) -> dict:
+    """A serving process of the smallest image: each entry loaded by its label, no key computed."""
     t0 = float(os.environ["JITFLOW_T0"])
     import jitflow
+    from jitflow.cache.named_entry import find
 
     out: dict = {"import_ms": _ms(t0), "cases": {}}
     for name in NAMES:
-        start, case = time.time(), {"key": keys[name]}
-        found = sorted(Path(cache).glob(f"**/{keys[name]}/lib.so"))
+        start, case = time.time(), {}
         try:
-            if not found:
-                raise FileNotFoundError(f"no {keys[name]}/lib.so under {cache}")
-            case["lib"] = str(found[0])
             if dry:
-                case["note"] = "dry: found only, no GPU call"
+                found = find(name, target="cuda")[1]
+                case.update(key=found.key, note="dry: found, not loaded")
             else:
-                lib = jitflow.load_vm(found[0], "cuda") if name == "mlp" else jitflow.load(found[0])
-                run_and_check(name, lib)
-                case["outcome"] = "loaded"
+                run_and_check(name, jitflow.load_vm_entry(name, "cuda") if name == "mlp" else jitflow.load_entry(name))
+                case["outcome"] = "loaded by label"
         except Exception as exc:  # noqa: BLE001
             case["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
         case.update(ms=_ms(start), since_start_ms=_ms(t0))
         out["cases"][name] = case
+    out["tvm imported"] = "tvm" in sys.modules
+    out["compiler mapped"] = "libtvm_compiler" in open("/proc/self/maps").read()
     return out
 
 
-def fresh_process(args: list[str], env: dict[str, str]) -> tuple[dict | None, float, str]:
-    """Run this script's child mode in a fresh Python: (its JSON, the process's wall ms, its stderr)."""
-    t0 = time.time()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               JITFLOW_T0=repr(t0), JITFLOW_RECORD="", **env)
-    proc = subprocess.run([sys.executable, str(HERE), *args], env=env, capture_output=True, text=True)
-    wall = _ms(t0)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    return (json.loads(lines[-1]) if lines else None), wall, proc.stderr
+class Runner:
+    """Fresh processes of this script's child modes, as root or as another user (from a copy of the code
+    that user can read: the checkout may sit in a folder only root can enter)."""
+
+    def __init__(self, user: str | None, top: Path) -> None:
+        self.user, self.root = user, ROOT
+        if user and os.geteuid() == 0:
+            import pwd
+
+            self.account = pwd.getpwnam(user)
+            self.root = top / "code"
+            for part in ("jitflow", "benchmarks", "tests"):
+                shutil.copytree(ROOT / part, self.root / part, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            compileall.compile_dir(self.root, quiet=1, workers=0)
+            subprocess.run(["chmod", "-R", "go+rX", str(top)], check=True)
+        else:
+            self.user = None
+
+    def run(self, args: list[str], env: dict[str, str]) -> tuple[dict | None, float, str]:
+        """(the child's JSON, the process's wall ms, its stderr)."""
+        t0 = time.time()
+        path = [str(self.root), str(self.root / "tests"), os.environ.get("PYTHONPATH", "")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), JITFLOW_T0=repr(t0), JITFLOW_RECORD="", **env)
+        command = [sys.executable, str(self.root / "benchmarks" / HERE.name), *args]
+        if self.user:     # setpriv as tests/other_user.py runs it (util-linux); subprocess's user= where there is none
+            env.update(HOME=tempfile.gettempdir(), PYTHONDONTWRITEBYTECODE="1")
+            uid, gid = self.account.pw_uid, self.account.pw_gid
+            if shutil.which("setpriv"):
+                command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *command]
+        who = {"user": uid, "group": gid, "extra_groups": []} if self.user and not shutil.which("setpriv") else {}
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tempfile.gettempdir(), **who)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        return (json.loads(lines[-1]) if lines else None), _ms(t0), proc.stderr
+
+
+def listing(folder: Path) -> list[tuple]:
+    """Every path under `folder` with its size, modification time and mode."""
+    return sorted((str(p), p.lstat().st_size, p.lstat().st_mtime_ns, p.lstat().st_mode) for p in folder.rglob("*"))
 
 
 def prepare(outdir: Path) -> None:
@@ -152,8 +199,7 @@ def prepare(outdir: Path) -> None:
     record, bundle = outdir / "record.jsonl", outdir / "deploy.tar"
     record.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="jitflow-prepare-") as cache:
-        os.environ.update(JITFLOW_CACHE_DIR=cache, JITFLOW_RECORD=str(record), JITFLOW_CACHE="1",
-                          JITFLOW_CUDA_COMPILER=COMPILER)
+        os.environ.update(JITFLOW_CACHE_DIR=cache, JITFLOW_RECORD=str(record), JITFLOW_CACHE="1")
         import jitflow.cache
 
         versions = {}
@@ -161,52 +207,15 @@ def prepare(outdir: Path) -> None:
             exe = executable(name)
             info = exe.build()
             versions[name] = {"key": exe.key, "inputs": exe.cache_key.inputs}
-            print(f"built  {name:13s} {exe.key[:12]}  {info.outcome} in {info.total * 1000:.0f} ms")
+            print(f"built  {name:6s} {exe.key[:12]}  {info.outcome} in {info.total * 1000:.0f} ms")
         packed = jitflow.cache.pack(bundle, manifest=record, cache_dir=cache)
     (outdir / "versions.json").write_text(json.dumps(versions, indent=1, sort_keys=True, default=str))
-    keys = [json.loads(line)["key"] for line in record.read_text().splitlines()]
-    print(f"recorded {len(keys)} keys; packed {len(packed.entries)} entries into {bundle} "
-          f"({bundle.stat().st_size / 1024:.1f} KiB)")
-    print("key inputs (must match on the serving machine; nvcc's names the gcc it preprocesses with too):")
-    for what, value in sorted(_versions(versions["vecadd"]["inputs"]).items()):
-        print(f"  {what}: {value}")
+    print(f"packed {len(packed.entries)} entries into {bundle} ({bundle.stat().st_size / 1024:.1f} KiB)")
+    print(f"the CUDA compiler in the keys: {versions['vecadd']['inputs']['versions'].get('cuda_compiler')}")
 
 
-def _versions(inputs: dict) -> dict:
-    """The tool versions among a key's inputs (flattened one level)."""
-    found = {}
-    for what, value in inputs.items():
-        if isinstance(value, dict):
-            found.update({f"{what}.{k}": v for k, v in value.items() if not isinstance(v, (dict, list))})
-        elif what in ("jitflow", "tvm", "zig", "cuda_compiler", "recipe", "cuda_floor"):
-            found[what] = value
-    return found
-
-
-def listing(folder: Path) -> list[tuple]:
-    """Every path under `folder` with its size, modification time and mode."""
-    return sorted((str(p), p.lstat().st_size, p.lstat().st_mtime_ns, p.lstat().st_mode) for p in folder.rglob("*"))
-
-
-def read_only(folder: Path) -> str:
-    """Make `folder` read-only for real where this process may (a read-only bind mount of itself: root
-    ignores modes), else with chmod; says which."""
-    subprocess.run(["chmod", "-R", "a-w", str(folder)], check=False)
-    if shutil.which("mount") is None:
-        return "chmod -R a-w only (no mount command)" + ("; root ignores it" if os.geteuid() == 0 else "")
-    bind = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True, text=True)
-    if bind.returncode == 0:
-        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], capture_output=True, text=True)
-        if ro.returncode == 0:
-            return "read-only bind mount (and chmod -R a-w)"
-        subprocess.run(["umount", str(folder)], check=False)
-        return f"chmod -R a-w only (remount ro failed: {ro.stderr.strip()[:120]})"
-    return f"chmod -R a-w only (bind mount failed: {bind.stderr.strip()[:120] or 'no mount'})" + \
-        ("; root ignores it" if os.geteuid() == 0 else "")
-
-
-def report(label: str, result: dict | None, wall: float, stderr: str, prepared: dict) -> float | None:
-    """Print one line per module and a total; on a miss, the key's inputs here against prepare's."""
+def report(label: str, result: dict | None, wall: float, stderr: str) -> float | None:
+    """Print one line per module and a total; the time of the last first result, None if one failed."""
     if result is None:
         print(f"{label}: the process failed (wall {wall:.0f} ms):\n{stderr[-2000:]}")
         return None
@@ -214,121 +223,119 @@ def report(label: str, result: dict | None, wall: float, stderr: str, prepared: 
     for name, case in result["cases"].items():
         if "error" in case:
             ok = False
-            print(f"{label}  {name:13s} FAILED after {case['ms']:.1f} ms: {case['error']}")
-            mine, theirs = _versions(case.get("inputs", {})), _versions(prepared.get(name, {}).get("inputs", {}))
-            for what in sorted(set(mine) | set(theirs)) if mine else []:
-                mark = "  " if mine.get(what) == theirs.get(what) else "!="
-                print(f"    {mark} {what}: here {mine.get(what)!r}, prepare {theirs.get(what)!r}")
-            if mine and mine == theirs:
-                print("    every input above matches: the module's IR text differs (TVM, numpy or tests/ differ)")
+            print(f"{label}  {name:6s} FAILED after {case['ms']:.1f} ms: {case['error']}")
         else:
             extra = "".join(f" ({case[k]})" for k in ("outcome", "note") if k in case)
-            print(f"{label}  {name:13s} first request {case['ms']:8.1f} ms  (at {case['since_start_ms']:.1f} ms "
+            print(f"{label}  {name:6s} first request {case['ms']:8.1f} ms  (at {case['since_start_ms']:.1f} ms "
                   f"since process start){extra}")
     total = max((c["since_start_ms"] for c in result["cases"].values()), default=0.0)
-    print(f"{label}  all three by {total:.1f} ms since process start (import {result['import_ms']:.1f} ms); "
+    seen = "".join(f"; {k} {result[k]}" for k in ("tvm imported", "compiler mapped") if k in result)
+    print(f"{label}  all by {total:.1f} ms since process start (imports {result['import_ms']:.1f} ms){seen}; "
           f"process wall {wall:.1f} ms")
-    return total if ok else None
+    return total if ok and not result.get("compiler mapped") else None
 
 
-def _prepared(bundle: Path) -> dict:
-    path = bundle.parent / "versions.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+def _jitflow(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "jitflow", *args], env=env, capture_output=True, text=True)
+    print(f"$ jitflow {' '.join(args)}   -> exit {proc.returncode}")
+    print("  " + "\n  ".join((proc.stdout + proc.stderr).strip().splitlines()))
+    return proc
 
 
-def serve(bundle: Path, dry: bool) -> int:
-    """Unpack, serve read-only in a fresh process, then build cold in another; print the timings."""
+def rollout(bundle: Path, user: str, arch: str | None, dry: bool) -> int:
+    """The whole deployment, each step checked (see the module's docstring)."""
+    arch = arch or (ARCH if dry else None)
+    failed = []
+    if _jitflow("cache", "check", str(bundle), *(["--arch", arch] if arch else [])).returncode != 0:
+        failed.append("cache check of the bundle")
+    with tempfile.TemporaryDirectory(prefix="jitflow-rollout-") as tmp:
+        top = Path(tmp)
+        top.chmod(0o755)
+        cache = top / "opt" / "app" / "jitflow-cache"                 # its parents do not exist yet
+        usage = subprocess.run([sys.executable, "-m", "jitflow", "cache", "unpack", "--help"], capture_output=True,
+                               text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))).stdout
+        readable = ["--readable"] if "--readable" in usage else []     # where unpack can make it readable itself
+        if _jitflow("cache", "unpack", str(bundle), "--cache-dir", str(cache), *readable).returncode != 0:
+            return 1
+        if not readable:
+            subprocess.run(["chmod", "-R", "go+rX", str(top / "opt")], check=True)
+        if _jitflow("cache", "check", "--cache-dir", str(cache), "--user", user,
+                    *(["--arch", arch] if arch else [])).returncode != 0:
+            failed.append(f"cache check --user {user}")
+        runner, before = Runner(user, top), listing(cache)
+        mode = ["--dry"] if dry else []
+        served = {"JITFLOW_CACHE": "readonly", "JITFLOW_CACHE_DIR": str(cache),
+                  "JITFLOW_ZIG_CACHE_DIR": str(top / "zig-never")}
+        who = runner.user or f"uid {os.geteuid()}"
+        hit = report(f"{who}, read-only", *runner.run(["child", *mode], served))
+        label = report(f"{who}, by label", *runner.run(["child-runtime", *mode], dict(served, TVM_USE_RUNTIME_LIB="1")))
+        unchanged = listing(cache) == before
+        print(f"the cache folder after serving: {'unchanged' if unchanged else 'CHANGED'} (paths, sizes, times, modes)")
+        if not unchanged:
+            failed.append("the cache folder changed while it was served")
+        cold = report("root, cold build", *Runner(None, top).run(["child", *mode], {
+            "JITFLOW_CACHE": "1", "JITFLOW_CACHE_DIR": str(top / "cold"), "JITFLOW_ZIG_CACHE_DIR": str(top / "zig")}))
+        failed += [what for what, ok in (("read-only serving", hit), ("loading by label", label), ("cold build", cold))
+                   if ok is None]
+    if hit and label and cold:
+        print(f"summary{' (dry: no GPU calls)' if dry else ''}: first results of all three {hit:.0f} ms read-only "
+              f"(full TVM), {label:.0f} ms by label (runtime-only TVM), against {cold:.0f} ms building cold "
+              f"(empty cache and zig cache): {cold / hit:.1f}x and {cold / label:.1f}x")
+    print("rollout: " + ("every step passed" if not failed else "FAILED: " + ", ".join(failed)))
+    return 1 if failed else 0
+
+
+def serve(bundle: Path, dry: bool, runtime: bool) -> int:
+    """As root: unpack, then a read-only hit against a cold build (or, `runtime`, entries by label)."""
     import jitflow.cache
-    import jitflow.errors
 
-    prepared = _prepared(bundle)
     with tempfile.TemporaryDirectory(prefix="jitflow-serve-") as tmp:
         cache = Path(tmp) / "cache"
-        try:
-            done = jitflow.cache.unpack(bundle, cache_dir=cache)
-        except jitflow.errors.JitflowError as exc:
-            print(f"unpack refused the bundle: {type(exc).__name__}: {exc}")
-            return 1
-        print(f"unpacked {len(done.installed)} entries ({done.bytes / 1024:.1f} KiB) into {cache}")
-        how, before = read_only(cache), listing(cache)
-        print(f"cache folder made read-only: {how}")
-        try:
-            mode = ["child", "--dry"] if dry else ["child"]
-            hit = report("readonly hit", *fresh_process(mode, {
-                "JITFLOW_CACHE": "readonly", "JITFLOW_CUDA_COMPILER": COMPILER, "JITFLOW_CACHE_DIR": str(cache),
-                "JITFLOW_ZIG_CACHE_DIR": str(Path(tmp) / "zig-never")}), prepared)
-            print(f"cache folder after the read-only run: {'unchanged' if listing(cache) == before else 'CHANGED'} "
-                  f"(paths, sizes, times, modes)")
-        finally:
-            if how.startswith("read-only bind"):
-                subprocess.run(["umount", str(cache)], check=False)
-            subprocess.run(["chmod", "-R", "u+w", str(cache)], check=False)
-        cold = report("cold build  ", *fresh_process(mode, {
-            "JITFLOW_CACHE": "1", "JITFLOW_CUDA_COMPILER": COMPILER, "JITFLOW_CACHE_DIR": str(Path(tmp) / "cold"),
-            "JITFLOW_ZIG_CACHE_DIR": str(Path(tmp) / "zig-cold")}), prepared)
+        done = jitflow.cache.unpack(bundle, cache_dir=cache)
+        print(f"unpacked {len(done.installed)} entries into {cache}")
+        runner, mode = Runner(None, Path(tmp)), ["--dry"] if dry else []
+        served = {"JITFLOW_CACHE": "readonly", "JITFLOW_CACHE_DIR": str(cache),
+                  "JITFLOW_ZIG_CACHE_DIR": str(Path(tmp) / "zig-never")}
+        if runtime:
+            ok = report("by label", *runner.run(["child-runtime", *mode], dict(served, TVM_USE_RUNTIME_LIB="1")))
+            return 0 if ok is not None else 1
+        hit = report("readonly hit", *runner.run(["child", *mode], served))
+        cold = report("cold build  ", *runner.run(["child", *mode], {
+            "JITFLOW_CACHE": "1", "JITFLOW_CACHE_DIR": str(Path(tmp) / "cold"),
+            "JITFLOW_ZIG_CACHE_DIR": str(Path(tmp) / "zig-cold")}))
     if hit and cold:
         print(f"summary{' (dry: no GPU calls)' if dry else ''}: first results of all three {hit:.0f} ms from a "
               f"read-only bundle vs {cold:.0f} ms building cold (empty cache and zig cache): {cold / hit:.1f}x")
-    return 0 if (hit and cold) or dry else 1
-
-
-def serve_runtime(bundle: Path, dry: bool) -> int:
-    """Unpack (jitflow's checked unpack, else tarfile only to find the libraries) and load in a
-    runtime-only TVM."""
-    prepared = _prepared(bundle)
-    keys = {name: prepared[name]["key"] for name in NAMES if name in prepared}
-    if len(keys) < len(NAMES):
-        print(f"{bundle.parent / 'versions.json'} is missing or lacks a module: run `prepare` again")
-        return 1
-    runtime = {"TVM_USE_RUNTIME_LIB": "1"}
-    with tempfile.TemporaryDirectory(prefix="jitflow-runtime-") as tmp:
-        cache = Path(tmp) / "cache"
-        code = "import sys, jitflow.cache; r = jitflow.cache.unpack(sys.argv[1], cache_dir=sys.argv[2]); " \
-               "print(len(r.installed))"
-        env = dict(os.environ, **runtime,
-                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        proc = subprocess.run([sys.executable, "-c", code, str(bundle), str(cache)], env=env, capture_output=True,
-                              text=True)
-        if proc.returncode == 0:
-            print(f"unpacked {proc.stdout.strip()} entries with jitflow.cache.unpack in the runtime-only TVM")
-        else:
-            why = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            print(f"jitflow.cache.unpack failed in the runtime-only TVM ({why}); FALLBACK: Python's tarfile, "
-                  f"only to find the libraries (no digest checks)")
-            with tarfile.open(bundle) as tar:
-                tar.extractall(cache, filter="data")
-        mode = ["child-runtime", str(cache), json.dumps(keys)] + (["--dry"] if dry else [])
-        ok = report("runtime-only load", *fresh_process(mode, runtime), prepared)
-    return 0 if ok or dry else 1
+    return 0 if hit and cold else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{prepare,serve,serve-runtime}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{prepare,rollout,serve,serve-runtime}")
     sub.add_parser("prepare", help="build and pack the bundle (no GPU needed)").add_argument("outdir", type=Path)
-    for name, what in (("serve", "serve the bundle read-only, then build cold (GPU machine)"),
-                       ("serve-runtime", "load the bundle's libraries in a runtime-only TVM (GPU machine)")):
+    for name, what in (("rollout", "check, unpack as root, serve as another user, by label, cold (GPU machine)"),
+                       ("serve", "serve the bundle read-only, then build cold (GPU machine)"),
+                       ("serve-runtime", "load the bundle's entries by label in a runtime-only TVM (GPU machine)")):
         p = sub.add_parser(name, help=what)
         p.add_argument("bundle", type=Path)
         p.add_argument("--dry", action="store_true", help="stop before anything needs a GPU")
-    child = sub.add_parser("child")   # the fresh processes, not for users
-    child.add_argument("--dry", action="store_true")
-    runtime = sub.add_parser("child-runtime")
-    runtime.add_argument("cache")
-    runtime.add_argument("keys")
-    runtime.add_argument("--dry", action="store_true")
+        if name == "rollout":
+            p.add_argument("--user", default="nobody", help="who serves the cache (default nobody)")
+            p.add_argument("--arch", help="the GPU to check for (default the visible one; sm_90 with --dry)")
+    for name in ("child", "child-runtime"):       # the fresh processes, not for users
+        sub.add_parser(name).add_argument("--dry", action="store_true")
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.outdir)
-    elif args.command == "serve":
-        return serve(args.bundle, args.dry)
-    elif args.command == "serve-runtime":
-        return serve_runtime(args.bundle, args.dry)
-    elif args.command == "child":
-        print(json.dumps(child_compiled(args.dry), default=str))
-    else:
-        print(json.dumps(child_runtime(args.cache, json.loads(args.keys), args.dry), default=str))
+        return 0
+    if args.command == "rollout":
+        return rollout(args.bundle, args.user, args.arch, args.dry)
+    if args.command in ("serve", "serve-runtime"):
+        return serve(args.bundle, args.dry, runtime=args.command == "serve-runtime")
+    child = child_compiled if args.command == "child" else child_runtime
+    print(json.dumps(child(args.dry), default=str))
     return 0
 
 

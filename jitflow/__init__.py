@@ -4,6 +4,7 @@
     exe.jit()["main"](a, b, c)
     exe.export_library("kernel.so"); jitflow.load("kernel.so")
     jitflow.compile(relax_mod, "c").vm("cpu")["main"](x)        # Relax models: a VirtualMachine
+    jitflow.load_entry("vecadd"); jitflow.load_vm_entry("mlp")  # an unpacked cache's entries, by label
 
 The public API is what this module exports, `jitflow.errors`, the report types in
 `jitflow.report`, the trace types in `jitflow.tracing`, `jitflow.meta_schedule`, the bundles'
@@ -27,13 +28,14 @@ from .runtime.load import load
 _configure_logging(_log_level())
 
 __all__ = ["BuildInfo", "BuildResult", "Executable", "JitflowError", "build_all", "compile", "errors", "load",
-           "load_vm", "trace", "visible_gpu_arch", "__version__"]
+           "load_entry", "load_vm", "load_vm_entry", "trace", "visible_gpu_arch", "__version__"]
 
 #: imported on first use, so that `import jitflow` in a process that only loads libraries costs what
 #: loading needs (the build side brings TVM's compiler with it when it builds)
 _LAZY = {"BuildInfo": ("pipeline", "BuildInfo"), "BuildResult": ("farm", "BuildResult"),
          "build_all": ("farm", "build_all"), "Executable": ("executable", "Executable"),
          "compile": ("executable", "compile"), "load_vm": ("runtime.vm", "load_vm"), "trace": ("tracing", "trace"),
+         "load_entry": ("cache.named_entry", "load_entry"), "load_vm_entry": ("cache.named_entry", "load_vm_entry"),
          "visible_gpu_arch": ("targets", "visible_gpu_arch")}
 
 

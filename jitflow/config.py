@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from .errors import InvalidInputError
 from .logs import warn_once
@@ -25,6 +25,9 @@ ENVIRONMENT = {
                            "cache commands that would change it refuse)"),
     "JITFLOW_RECORD": ("unset", "a file: every key the process obtains (hit or build) is appended to it as a "
                                 "JSON line, for `jitflow cache pack --manifest`"),
+    "JITFLOW_TRUSTED_KEYS": ("unset (bundles are not verified for their origin)",
+                             "public keys (OpenSSH .pub or PEM files, separated by ':'): `jitflow cache unpack` and "
+                             "`check` accept only bundles signed by one of them (`pack --sign`)"),
     "JITFLOW_CUDA_COMPILER": ("nvrtc", "device compiler: nvrtc (pip wheels) or nvcc (CUDA toolkit)"),
     "JITFLOW_CUDA_FLOOR": ("the compiler's major version .0 (13.0)",
                            "oldest driver (CUDA version) a CUDA library must load on; decides the fatbin's PTX ISA"),
@@ -118,6 +121,17 @@ def tvm_library_folder() -> Path | None:
     """TVM_LIBRARY_PATH: the folder TVM looks in first for its libraries (one folder, as TVM reads it)."""
     raw = os.environ.get("TVM_LIBRARY_PATH", "").strip()
     return Path(raw) if raw else None
+
+
+def trusted_keys(value: Sequence[str | os.PathLike] | None = None) -> tuple[Path, ...]:
+    """The public keys a bundle must be signed by: `value` (--trust) if given, else JITFLOW_TRUSTED_KEYS
+    (paths separated by os.pathsep), else none (bundles are not verified for their origin)."""
+    if value is not None:
+        if isinstance(value, (str, os.PathLike)) or not all(isinstance(v, (str, os.PathLike)) for v in value):
+            raise InvalidInputError(f"trust must be a list of public key files, not {value!r}")
+        return tuple(Path(v).expanduser() for v in value)
+    raw = os.environ.get("JITFLOW_TRUSTED_KEYS", "")
+    return tuple(Path(p.strip()).expanduser() for p in raw.split(os.pathsep) if p.strip())
 
 
 def default_cache_dir() -> Path:

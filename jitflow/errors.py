@@ -234,3 +234,13 @@ class KeyMismatchError(JitflowError):
         super().__init__(f"the worker's key {worker_key[:12]} is not the caller's {caller_key[:12]} ({where}): "
                          "give the workers the same jitflow, TVM and zig versions and the same registrations, "
                          "or build these items here")
+
+
+class UntrustedBundleError(BundleError):
+    """A bundle refused for its origin where keys are trusted (`unpack --trust`, JITFLOW_TRUSTED_KEYS): it is
+    unsigned, signed by a key that is not trusted, or its manifest changed since it was signed. Nothing
+    was installed."""
+
+
+class EntryNotFoundError(CacheError, LookupError):
+    """No cache entry has that label or key prefix (jitflow.load_entry): the message lists the entries there are."""

@@ -3,8 +3,9 @@
 held_values.py and code_identity.py naming the callables registered),
 entry folders (entry.py), the disk cache (disk.py), the one way to open a cache and the location
 rules (location.py), the one door for entries coming from or going elsewhere (door.py), bundles of
-entries (bundle.py: pack, bundle_unpack.py: unpack), the sources of failed builds (failed.py),
-upkeep (admin.py) and the shared tier behind it (shared/).
+entries (bundle.py: pack, bundle_unpack.py: unpack, bundle_signature.py: who packed one), the check
+before a rollout (rollout.py), entries loaded by label without a key (named_entry.py), the sources
+of failed builds (failed.py), upkeep (admin.py) and the shared tier behind it (shared/).
 
 `jitflow.cache.pack(out, keys=..., manifest=..., cache_dir=...)` and
 `jitflow.cache.unpack(path, cache_dir=...)` are the bundles' Python API; they are imported on first

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from ..errors import BundleError, EntryRefusedError, InvalidInputError
 from ..files.export_path import replaced
-from . import bundle_format
+from . import bundle_format, bundle_signature
 from .bundle_format import KEY, MANIFEST, EntryLine, FileLine
 from .disk import Cache
 from .door import Outgoing, outgoing
@@ -34,16 +34,18 @@ log = logging.getLogger("jitflow")
 @dataclass
 class PackResult:
     """What pack() wrote: the bundle's path, its entries (as the manifest lists them), its size in
-    bytes, and the entries left out because they failed their checks (when packing every entry)."""
+    bytes, the entries left out because they failed their checks (when packing every entry), and the
+    fingerprint of the key that signed it (None: unsigned)."""
 
     path: Path
     entries: list[EntryLine]
     bytes: int
     skipped: list[str] = field(default_factory=list)
+    signer: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "entries": [dict(e.to_json(), size=e.size) for e in self.entries],
-                "bytes": self.bytes, "skipped": self.skipped}
+                "bytes": self.bytes, "skipped": self.skipped, "signer": self.signer}
 
 
 def label_of(meta: dict[str, Any]) -> str:
@@ -106,14 +108,16 @@ def _member(name: str, size: int, mtime: float) -> tarfile.TarInfo:
 
 
 def pack(out: str | os.PathLike, *, keys: Iterable[str] | None = None, manifest: str | os.PathLike | None = None,
-         cache_dir: str | os.PathLike | None = None) -> PackResult:
+         cache_dir: str | os.PathLike | None = None, sign: str | os.PathLike | None = None) -> PackResult:
     """Write the chosen entries of the cache into the bundle `out` (a POSIX tar); returns a PackResult.
 
     keys: cache keys, or unique prefixes of them (6 or more hexadecimal digits); manifest: a record
     file (JITFLOW_RECORD) whose keys are added. With neither,
     every entry (an entry that fails its checks is left out, with a warning). cache_dir: the cache
     (default: JITFLOW_CACHE_DIR, else the user cache folder). A chosen key that is not in the cache,
-    or whose entry fails its checks, is a BundleError naming it, and nothing is written.
+    or whose entry fails its checks, is a BundleError naming it, and nothing is written. sign: an
+    Ed25519 private key file (OpenSSH or PEM, bundle_signature.py): the manifest is signed with it, for
+    `unpack --trust` to verify who packed the bundle.
     """
     from .._version import __version__
     from ..config import resolve
@@ -121,6 +125,7 @@ def pack(out: str | os.PathLike, *, keys: Iterable[str] | None = None, manifest:
     from .location import open_cache
 
     dest = destination(out, what="cache pack", written="the bundle", example="bundle.tar")
+    signing_key = None if sign is None else bundle_signature.private_key(sign)   # a bad key file: before any work
     cache = open_cache(resolve(cache_dir=cache_dir)).for_admin()
     if keys is not None and not isinstance(keys, str):
         keys = [resolved_key(cache, key) for key in keys]
@@ -139,11 +144,12 @@ def pack(out: str | os.PathLike, *, keys: Iterable[str] | None = None, manifest:
         raise BundleError(f"{len(missing)} chosen {'entry is' if len(missing) == 1 else 'entries are'} not in the "
                           f"cache {cache.folder} or fail their checks, nothing written: "
                           + "; ".join(f"{key}: {why}" for key, why in missing[:5]))
-    size = _write(dest, cache, lines, __version__)
-    return PackResult(dest, lines, size, skipped)
+    size = _write(dest, cache, lines, __version__, signing_key)
+    signer = None if signing_key is None else bundle_signature.fingerprint(signing_key.public_key())
+    return PackResult(dest, lines, size, skipped, signer)
 
 
-def _write(dest: Path, cache: Cache, lines: list[EntryLine], version: str) -> int:
+def _write(dest: Path, cache: Cache, lines: list[EntryLine], version: str, signing_key: Any = None) -> int:
     """Write the tar beside `dest` and rename it into place; its size."""
     import json
 
@@ -153,6 +159,9 @@ def _write(dest: Path, cache: Cache, lines: list[EntryLine], version: str) -> in
         with replaced(dest, "cache pack", 0o644) as f:
             with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 tar.addfile(_member(MANIFEST, len(head), now), io.BytesIO(head))
+                if signing_key is not None:
+                    signature = bundle_signature.sign(head, signing_key)
+                    tar.addfile(_member(bundle_signature.SIGNATURE, len(signature), now), io.BytesIO(signature))
                 for line in lines:
                     again = outgoing(cache.entry_dir(line.key), line.key)
                     if _line(again) != line:

@@ -3,6 +3,8 @@
     manifest.json                 first member: {"format": "jitflow.bundle", "version": 1,
                                   "jitflow": "0.1.0", "entries": [{"key", "label", "target",
                                   "files": [{"path", "size", "sha256"}, ...]}, ...]}
+    manifest.sig                  in a signed bundle, the second member: an Ed25519 signature over
+                                  the manifest's bytes (bundle_signature.py)
     entries/<key>/lib.so          each entry's files (entry.TRAVELLING), as the manifest lists them
     entries/<key>/meta.json
     entries/<key>/src/host.c ...

@@ -1,7 +1,10 @@
 """`unpack`: a bundle (bundle_format.py) into a cache, all or nothing.
 
 The tar is read once, as a stream (a pipe too), into a private staging folder inside the cache, its
-headers bounded before they are read (bundle_tar.py): the manifest first (bounded), then each member, which must be a regular file the manifest lists, at most once,
+headers bounded before they are read (bundle_tar.py): the manifest first (bounded), then its
+signature where it has one (bundle_signature.py: with trusted keys, a bundle whose signature does not
+hold is refused here, before its manifest is even parsed), then each member, which must be a regular
+file the manifest lists, at most once,
 of the size it declares, written without following links and hashed as it is written. Any other
 member (a link, a device, a FIFO, a folder, a path of its own such as `../x` or `/etc/x`), a file
 the manifest lists that never comes, a digest that does not match or a tar that ends early refuses
@@ -18,14 +21,18 @@ import os
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from ..errors import BundleError, CacheError, EntryRefusedError
-from . import bundle_format
+from ..errors import BundleError, CacheError, EntryRefusedError, UntrustedBundleError
+from . import bundle_format, bundle_signature
 from .bundle_format import MANIFEST, EntryLine
+from .bundle_signature import SIGNATURE, Origin, TrustedKey
 from .bundle_tar import BundleTar, Unreadable
 from .disk import Cache
 from .staging import hold, remove_abandoned
+
+if TYPE_CHECKING:
+    from .door import Checked
 
 #: the mode of the folders unpack makes above the cache's own, and of the cache folder: mkdir's
 #: (the umask applies), never writable by others
@@ -39,16 +46,18 @@ _KINDS = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link", ta
 @dataclass
 class UnpackResult:
     """What unpack() did: the entries installed, those skipped because the cache had them already,
-    and the bytes installed."""
+    the bytes installed, and who packed the bundle (whether its signature was verified)."""
 
     location: Path
     installed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     bytes: int = 0
+    origin: Origin | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"location": str(self.location), "installed": self.installed, "skipped": self.skipped,
-                "entries": len(self.installed), "bytes": self.bytes}
+                "entries": len(self.installed), "bytes": self.bytes,
+                "origin": self.origin.to_json() if self.origin else None}
 
 
 _FIX = "Pack it again from a sound cache (`jitflow cache pack`), and check how it was copied"
@@ -88,9 +97,11 @@ def _copy(read: Callable[[int], bytes], size: int, dest: str) -> str:
     return h.hexdigest() if left == 0 else "short"
 
 
-def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
-    """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest; its entries
-    (bundle_tar.Unreadable where the tar cannot be read)."""
+def _stage(path: Path, stream: IO[bytes], staging: Path,
+           trusted: list[TrustedKey]) -> tuple[list[EntryLine], Origin]:
+    """Read the bundle from `stream` into `staging`/<key>/..., checked against its manifest and, with
+    `trusted` keys, its signature; its entries and who packed it (bundle_tar.Unreadable where the tar
+    cannot be read)."""
     tar = BundleTar(stream)          # uncompressed only; read front to back, a pipe too
     first = tar.next()
     if first is None or first.name != MANIFEST or not first.isreg():
@@ -100,6 +111,18 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     data = tar.read(first, first.size)
     if len(data) != first.size:
         raise _refuse(path, "it ends inside its manifest (truncated)")
+    member, signature = tar.next(), None
+    if member is not None and member.name == SIGNATURE and member.isreg():
+        if member.size > bundle_signature.MAX_BYTES:
+            raise _refuse(path, f"its {SIGNATURE} is larger than {bundle_signature.MAX_BYTES} bytes")
+        signature = tar.read(member, member.size)
+        member = tar.next()
+    try:
+        origin = bundle_signature.origin(data, signature, trusted)   # before the manifest is parsed
+    except UntrustedBundleError as exc:
+        raise UntrustedBundleError(f"refusing the bundle {path}: {exc}") from None
+    except BundleError as exc:
+        raise _refuse(path, str(exc)) from None
     try:
         _version, entries = bundle_format.parse_manifest(data)
     except BundleError as exc:
@@ -109,7 +132,7 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     for e in entries:
         os.mkdir(os.path.join(root, e.key), 0o700)
     seen: set[str] = set()
-    while (member := tar.next()) is not None:
+    for member in _rest(tar, member):
         name = member.name
         if name in seen:
             raise _refuse(path, f"the member {name!r} comes twice")
@@ -131,11 +154,41 @@ def _stage(path: Path, stream: IO[bytes], staging: Path) -> list[EntryLine]:
     if missing:
         raise _refuse(path, f"the member {missing[0]!r} the manifest lists is missing"
                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    return entries
+    return entries, origin
+
+
+def _rest(tar: BundleTar, member: tarfile.TarInfo | None) -> Iterator[tarfile.TarInfo]:
+    """`member` (read already), then every member after it."""
+    while member is not None:
+        yield member
+        member = tar.next()
+
+
+def stage(path: str | os.PathLike, staging: Path,
+          trusted: list[TrustedKey]) -> tuple[list[tuple[EntryLine, Checked]], Origin]:
+    """The bundle `path` read into the private folder `staging` with every check unpack makes before it
+    installs anything: each file against the manifest, the manifest against its signature (with `trusted`
+    keys), each entry as the cache checks one (door.check_folder). BundleError (refused whole) when one fails."""
+    from .door import check_folder
+
+    source = Path(path)
+    try:
+        stream = open(source, "rb")
+    except OSError as exc:
+        raise BundleError(f"cannot read the bundle {source}: {exc.strerror}") from None
+    with stream:
+        try:
+            entries, origin = _stage(source, stream, staging, trusted)
+        except Unreadable as exc:
+            raise _refuse(source, str(exc)) from None
+    try:
+        return [(e, check_folder(staging / e.key, e.key)) for e in entries], origin
+    except EntryRefusedError as exc:
+        raise _refuse(source, str(exc)) from None
 
 
 def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
-           readable: bool = False) -> UnpackResult:
+           readable: bool = False, trust: Sequence[str | os.PathLike] | None = None) -> UnpackResult:
     """Install the entries of the bundle `path` into the cache (default: JITFLOW_CACHE_DIR, else the
     user cache folder), each checked against the manifest's digests and the cache's own checks before
     any is installed; entries the cache has already are skipped. Returns an UnpackResult.
@@ -143,45 +196,37 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
     Missing folders above the cache, and the cache folder itself, are made as `mkdir -p` makes them;
     the folders inside it (v1/ and below) are private to this user, or with `readable` readable (never
     writable) by every user, every entry already there included: root unpacks, an app user serves.
-    No mode that is there is narrowed. A bundle that fails any check is refused whole with a
-    BundleError, and nothing is installed.
+    No mode that is there is narrowed.
+
+    trust: public key files (default: JITFLOW_TRUSTED_KEYS): the bundle must be signed by one of them
+    (`pack --sign`), else it is refused with an UntrustedBundleError. Without any, the bundle is not
+    verified for its origin (UnpackResult.origin says so). A bundle that fails any check is refused
+    whole with a BundleError, and nothing is installed.
     """
-    from ..config import resolve
+    from ..config import resolve, trusted_keys
     from .location import open_cache
 
-    source = Path(path)
+    keys = bundle_signature.trusted_keys(trusted_keys(trust))     # a bad key file: before anything else
     settings = resolve(cache_dir=cache_dir)
     cache = open_cache(settings).for_admin(writes="cache unpack")
     cache.ensure(readable=readable, parents=_MKDIR_P)
     result = UnpackResult(cache.folder)
-    try:
-        stream = open(source, "rb")
-    except OSError as exc:
-        raise BundleError(f"cannot read the bundle {source}: {exc.strerror}") from None
     remove_abandoned(cache.staging_root)      # what an unpack or a build killed midway left
     held = hold(cache.staging_root, "unpack")
     staging = held.folder
     try:
-        with stream:
-            try:
-                entries = _stage(source, stream, staging)
-            except Unreadable as exc:
-                raise _refuse(source, str(exc)) from None
-        from .door import admit, check_folder
+        checked, result.origin = stage(path, staging, keys)
+        from .door import admit
 
-        try:
-            checked = [check_folder(staging / e.key, e.key) for e in entries]
-        except EntryRefusedError as exc:
-            raise _refuse(source, str(exc)) from None
         empty = not any(cache.entries.iterdir())
-        for e, entry in zip(entries, checked):
-            admitted = admit(cache, e.key, entry, readable=readable)
+        for line, entry in checked:
+            admitted = admit(cache, line.key, entry, readable=readable)
             admitted.close()
             if admitted.installed:
-                result.installed.append(e.key)
-                result.bytes += e.size
+                result.installed.append(line.key)
+                result.bytes += line.size
             else:
-                result.skipped.append(e.key)
+                result.skipped.append(line.key)
         _keep_cap(cache, result.bytes, settings.cache_max_size, empty)
     except OSError as exc:
         raise CacheError(f"cannot unpack the bundle into {cache.root}: {exc.strerror or exc} (entries installed "

@@ -1,11 +1,11 @@
-"""`jitflow cache ls|info|stats|prune|clear|pack|unpack`: see and manage the local cache (prune and clear:
-cache_prune.py; pack and unpack: cache_bundle.py)."""
+"""`jitflow cache ls|info|stats|prune|clear|pack|unpack|check`: see and manage the local cache (prune and clear:
+cache_prune.py; pack and unpack: cache_bundle.py; check: cache_check.py)."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from . import cache_bundle, cache_prune, cache_stats
+from . import cache_bundle, cache_check, cache_prune, cache_stats
 from .cache_common import (ENTRY_HEADER, SIZE_COLUMN, cache_dir_option, entry_row, json_option, note_refused,
                            open_cache)
 from .exit_codes import EXIT_NO, EXIT_OK
@@ -16,7 +16,7 @@ INFO_SCHEMA = "jitflow.cache-info/1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="list, measure, count, prune, clear, pack or unpack the cache",
+    p = sub.add_parser("cache", help="list, measure, count, prune, clear, pack, unpack or check the cache",
                        description="See and manage jitflow's cache (JITFLOW_CACHE_DIR).")
     cache_dir_option(p)
     csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     json_option(info, INFO_SCHEMA)
     info.set_defaults(func=run_info)
     for action in (ls, info, *cache_prune.register(csub), *cache_stats.register(csub),
-                   *cache_bundle.register(csub)):
+                   *cache_bundle.register(csub), *cache_check.register(csub)):
         cache_dir_option(action, argparse.SUPPRESS)   # also after the action: cache ls --cache-dir DIR
 
 

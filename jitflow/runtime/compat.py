@@ -62,6 +62,20 @@ class DriverQuery:
                    name.value.decode(errors="replace"), index)
 
 
+def driver_version() -> CudaVersion | None:
+    """The installed CUDA driver's version (no GPU needed), or None where there is no driver."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    version = ctypes.c_int()
+    if lib.cuDriverGetVersion(ctypes.byref(version)) or version.value <= 0:
+        return None
+    return CudaVersion.from_driver(version.value)
+
+
 class SimulatedGpu(NamedTuple):
     """A GPU and driver given by hand: SimulatedGpu('sm_90', '13.0') answers for every index."""
 

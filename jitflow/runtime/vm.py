@@ -64,7 +64,7 @@ def load_vm(path: str | os.PathLike, device: Any = None, memory_cfg: str | dict[
     library, checked = open_checked(path)
     with library:
         cuda = "cuda" in checked.needs
-        module = load_checked(library, checked, device_query, _gpu_index(device) if cuda else 0)
+        module = load_checked(library, checked, device_query, gpu_index(device) if cuda else 0)
     return virtual_machine(module, device, cuda, memory_cfg, functions=lambda: vm_functions(path))
 
 
@@ -83,7 +83,7 @@ def vm_functions(path: str | os.PathLike) -> list[str] | None:
         return None
 
 
-def _gpu_index(device: Any) -> int:
+def gpu_index(device: Any) -> int:
     """The GPU number `device` names ("cuda:1", a torch.device, a tvm Device), 0 where it names none."""
     if isinstance(device, str):
         tail = device.rsplit(":", 1)[1] if ":" in device else ""

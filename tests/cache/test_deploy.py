@@ -91,24 +91,25 @@ def test_record_pack_unpack_and_serve_read_only(tmp_path, zig_cache):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_gpu_bundle_served_read_only(tmp_path, zig_cache):
-    """benchmarks/deploy_gpu.py end to end on a GPU: `prepare` builds a CUDA model and two CUDA kernels
-    (nvcc, sm_90) and packs them; `serve` unpacks the bundle into a read-only folder, and its fresh
-    JITFLOW_CACHE=readonly process hits all three and checks their numbers against numpy, then builds
-    them cold (about half a minute in all)."""
+def test_gpu_bundle_rolled_out(tmp_path, zig_cache):
+    """benchmarks/deploy_gpu.py end to end on a GPU: `prepare` builds a CUDA model, a kernel and a module of
+    two kernels (NVRTC, sm_90) and packs them; `rollout` checks the bundle, unpacks it as root into a folder
+    whose parents do not exist, and a fresh JITFLOW_CACHE=readonly process of another user hits all three
+    and checks their numbers against numpy, then loads them by label in a TVM without its compiler; last,
+    they are built cold (about a minute in all)."""
     script = [sys.executable, str(ROOT / "benchmarks" / "deploy_gpu.py")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")]),
                JITFLOW_ZIG_CACHE_DIR=str(zig_cache))
     prep = subprocess.run([*script, "prepare", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
     assert prep.returncode == 0, prep.stdout + prep.stderr
     assert "packed 3 entries" in prep.stdout
-    proc = subprocess.run([*script, "serve", str(tmp_path / "deploy.tar")], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert proc.returncode == 0 and "FAILED" not in proc.stdout and "Traceback" not in proc.stdout, \
-        proc.stdout + proc.stderr
+    proc = subprocess.run([*script, "rollout", str(tmp_path / "deploy.tar")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0 and "rollout: every step passed" in proc.stdout, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    for name in ("mlp", "vecadd", "matmul_shared"):
-        assert any(ln.startswith("readonly hit") and f" {name} " in ln and ln.endswith("(hit)") for ln in lines), \
+    for name in ("mlp", "vecadd", "pair"):
+        assert any(", read-only" in ln and f" {name} " in ln and ln.endswith("(hit)") for ln in lines), proc.stdout
+        assert any(", by label" in ln and f" {name} " in ln and ln.endswith("(loaded by label)") for ln in lines), \
             proc.stdout
-        assert any(ln.startswith("cold build") and f" {name} " in ln and ln.endswith("(built)") for ln in lines), \
-            proc.stdout
+        assert any(ln.startswith("root, cold build") and f" {name} " in ln and ln.endswith("(built)")
+                   for ln in lines), proc.stdout
