@@ -116,5 +116,5 @@ def item_problem(user: User, path: str | os.PathLike, folder: bool, top: str | o
     want = os.R_OK | os.X_OK if folder else os.R_OK
     if not allowed(user, st, want):
         return f"{user.describe()} cannot {_rights(want)} {path} ({_mode(st)}): make the cache readable to " \
-               f"them (chmod -R go+rX {top}, or unpack as {user.name})"
+               f"them (unpack the bundle again with --readable, chmod -R go+rX {top}, or unpack as {user.name})"
     return None

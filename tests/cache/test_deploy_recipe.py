@@ -36,10 +36,10 @@ FIRST, SECOND = (41.0, 43.0), (42.0,)
 
 
 def dockerfile(text: str) -> list[tuple[str, str]]:
-    """The instructions of the one ```dockerfile block of `text`: (INSTRUCTION, arguments), a line
+    """The instructions of the one whole image of `text` (its ```dockerfile block starting with FROM): (INSTRUCTION, arguments), a line
     ending in a backslash joined with the next as Docker joins them; comment lines left out."""
-    blocks = re.findall(r"```dockerfile\n(.*?)```", text, re.S)
-    assert len(blocks) == 1, "docs/deploy.md must hold exactly one ```dockerfile block"
+    blocks = [b for b in re.findall(r"```dockerfile\n(.*?)```", text, re.S) if b.startswith("FROM ")]
+    assert len(blocks) == 1, "docs/deploy.md must hold exactly one whole image (a ```dockerfile block from FROM)"
     joined = re.sub(r"\\\n", "", blocks[0])
     out = []
     for line in joined.splitlines():

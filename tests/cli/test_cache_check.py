@@ -153,8 +153,8 @@ def test_a_private_cache_fails_for_the_user_who_cannot_read_it(built, top):
     assert jf("cache", "unpack", str(bundle), "--cache-dir", str(served)).returncode == 0
     proc = _check("--cache-dir", str(served), "--user", "nobody", env=env)
     assert proc.returncode == 1, proc.stdout
-    assert f"nobody (uid {pwd.getpwnam('nobody').pw_uid}) cannot enter {served}" in proc.stdout and \
-        f"chmod o+x {served}" in proc.stdout, proc.stdout
+    assert f"nobody (uid {pwd.getpwnam('nobody').pw_uid}) cannot read+enter {served / 'v1'}" in proc.stdout and \
+        f"--readable, chmod -R go+rX {served}" in proc.stdout, proc.stdout
     assert _check("--cache-dir", str(served), env=env).returncode == 0       # this user may serve it
     readable = copy_cache(served, top / "readable")
     subprocess.run(["chmod", "-R", "go+rX", str(readable)], check=True)
