@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -13,7 +12,7 @@ from . import config, pipeline
 from .cache import location
 from .cache.entry import Entry
 from .cache.key import CacheKey, cache_key
-from .errors import FunctionNotFoundError, InvalidInputError, JitflowError
+from .errors import FunctionNotFoundError, InvalidInputError
 from .files import export_args, export_path
 from .formats import VM_KIND
 from .inputs import ir_module, pass_context
@@ -284,23 +283,8 @@ class Executable(_tvms_executable()):
         export_path.check_library_name(dest)   # not x.tar, x.o: what is written is a .so
         with self._lock:
             got = self._obtain()
-        with got:
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-            except OSError as exc:
-                raise JitflowError(f"export_library: cannot write in {dest.parent}: {exc.strerror}") from None
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    got.library.copy_to(out)   # the verified bytes, whatever the cache's path holds now
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.chmod(tmp, 0o755)
-                os.replace(tmp, dest)
-            except OSError as exc:
-                raise JitflowError(f"export_library: cannot write {dest}: {exc.strerror}") from None
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+        with got, export_path.replaced(dest, "export_library", 0o755, sync=True) as out:
+            got.library.copy_to(out)   # the verified bytes, whatever the cache's path holds now
         return dest
 
 

@@ -150,7 +150,7 @@ def pack(out: str | os.PathLike, *, keys: Iterable[str] | None = None, manifest:
 
 
 def _write(dest: Path, cache: Cache, lines: list[EntryLine], version: str, signing_key: Any = None) -> int:
-    """Write the tar beside `dest` and rename it into place; its size."""
+    """Write the tar beside `dest` and rename it into place (or through it: a stream); its size."""
     import json
 
     now = time.time()
@@ -169,6 +169,7 @@ def _write(dest: Path, cache: Cache, lines: list[EntryLine], version: str, signi
                     for name, data in again.files:
                         tar.addfile(_member(bundle_format.member_name(line.key, name), len(data), now),
                                     io.BytesIO(data))
+            size = f.tell()
     except EntryRefusedError as exc:
         raise BundleError(f"{exc} (it went while it was packed); pack again") from None
-    return dest.stat().st_size
+    return size

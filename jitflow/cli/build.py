@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from . import build_options
@@ -18,12 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..files.export_path import check_library_name, destination, loaded_sources
+    from ..files.export_path import check_library_name, destination, loaded_sources, stream_of
 
     check_library_name(Path(args.output), "-o")    # before importing the module file: x.tar is never written
     exe = build_options.executable(args.module, args)
     destination(args.output, loaded_sources())   # before building: never over the module file or what it imports
     exe.export_library(args.output)
     level = exe.options.cpu_level
-    print(f"{args.output}: {exe.build_info}" + (f"; CPU level {level.describe()}" if level else ""))   # as -o named it
+    say = sys.stderr if stream_of(args.output) is not None else sys.stdout    # the library went to standard output
+    print(f"{args.output}: {exe.build_info}" + (f"; CPU level {level.describe()}" if level else ""),   # as -o named it
+          file=say)
     return 0

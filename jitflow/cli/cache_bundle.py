@@ -52,14 +52,17 @@ def trust_option(p: argparse.ArgumentParser) -> None:
 def run_pack(args: argparse.Namespace) -> int:
     from ..cache.bundle import pack
 
+    from ..files.export_path import stream_of
+
     result = pack(args.out, keys=args.keys, manifest=args.manifest, cache_dir=args.cache_dir, sign=args.sign)
+    say = sys.stderr if stream_of(args.out) is not None else sys.stdout    # the bundle went to standard output
     if args.json:
-        print(dumps(dict(result.to_json(), schema=PACK_SCHEMA)))
+        print(dumps(dict(result.to_json(), schema=PACK_SCHEMA)), file=say)
     else:
         size = sum(e.size for e in result.entries)
         signed = f", signed by {result.signer}" if result.signer else ""
         print(f"packed {plural(len(result.entries), 'entry', 'entries')} ({human_size(size)}) into {result.path} "
-              f"({human_size(result.bytes)}){signed}")
+              f"({human_size(result.bytes)}){signed}", file=say)
     for key in result.skipped:
         print(f"jitflow: note: entry {key[:12]} failed its checks and was left out", file=sys.stderr)
     return EXIT_OK

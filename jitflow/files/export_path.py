@@ -14,10 +14,18 @@ older library) and wrong for anything else. So the destination must be:
   like what it points to;
 - not one of the build's inputs (`jitflow build model.py:f -o model.py`), compared by device
   and inode, so another spelling of the path or a hard link is seen too.
+
+A name of one of this process's open files (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`,
+`/proc/self/fd/N`, or a link to one) is written through, in order, as `cat > /dev/stdout` writes:
+there is nothing to replace (the rename would turn the `/dev/stdout` link into a regular file and
+write nothing to standard output), and such a stream is not atomic. A terminal is refused, as tar
+refuses one. Any other link in /dev or /proc, or one that leads to another process's descriptor, is
+refused: replacing it would change the system.
 """
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -31,12 +39,77 @@ _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.
           stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket"}
 
 
+#: the names of a process's own open files: /dev/stdout, /dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N
+_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_FD = re.compile(r"/(?:dev/fd|proc/(?:self|thread-self|(?P<pid>\d+))(?:/task/\d+)?/fd)/(?P<fd>\d+)")
+_MAX_HOPS = 40
+
+
+def _hops(path: Path) -> list[str]:
+    """`path` and each path its chain of links leads to, as written (not resolved: the links of
+    /proc/self/fd name what the descriptor holds, not a path to open)."""
+    hops, here = [os.path.normpath(path)], str(path)
+    for _ in range(_MAX_HOPS):
+        try:
+            target = os.readlink(here)
+        except OSError:
+            break
+        if not target.startswith("/") and (":[" in target or target.startswith("anon_inode:")):
+            break    # pipe:[123], socket:[45]: what a descriptor holds, no path
+        here = os.path.normpath(os.path.join(os.path.dirname(here), target))
+        hops.append(here)
+    return hops
+
+
+def stream_of(path: str | os.PathLike) -> int | None:
+    """The descriptor of this process that `path` names (/dev/stdout: 1), through links; None when it
+    names none."""
+    for hop in _hops(Path(path).expanduser().absolute()):
+        if hop in _STREAMS:
+            return _STREAMS[hop]
+        found = _FD.fullmatch(hop)
+        if found and (found["pid"] is None or int(found["pid"]) == os.getpid()):
+            return int(found["fd"])
+    return None
+
+
+def _stream(dest: Path, fd: int, inputs: Iterable[str | os.PathLike], what: str, written: str) -> None:
+    """Refuse a stream destination that is not open for writing, is a terminal, or is an input."""
+    import fcntl
+
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        found = os.fstat(fd)
+    except OSError:
+        raise InvalidInputError(f"{what}: {dest} names descriptor {fd}, which this process has not open; "
+                                "give a file name") from None
+    if flags not in (os.O_WRONLY, os.O_RDWR):
+        raise InvalidInputError(f"{what}: {dest} names descriptor {fd}, which is not open for writing; "
+                                "give a file name")
+    if os.isatty(fd):
+        raise InvalidInputError(f"{what}: {dest} is a terminal, and {written} is binary; redirect it "
+                                "(> file) or give a file name")
+    same = _same_file(found, inputs)
+    if same is not None:
+        raise InvalidInputError(f"{what}: {dest} is {same}, an input of this build; writing {written} there "
+                                "would destroy it. Give another output name")
+
+
 def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), what: str = "export_library",
                 written: str = "the library", example: str = "kernel.so") -> Path:
     """The absolute destination for a file to be written at `path`, after the checks above; an
     InvalidInputError that says what is there and what to do otherwise. `what` names the writer in
     the message, `written` what it writes, `example` a file name to suggest."""
     dest = Path(path).expanduser().absolute()
+    fd = stream_of(dest)
+    if fd is not None:
+        _stream(dest, fd, inputs, what, written)
+        return dest
+    if os.path.islink(dest) and (str(dest).startswith(("/dev/", "/proc/"))
+                                 or any(_FD.fullmatch(hop) for hop in _hops(dest)[1:])):
+        raise InvalidInputError(f"{what}: {dest} is a link in /dev or /proc, or to another process's open file: "
+                                f"replacing it with {written} would change the system, and writing through it "
+                                "is not this process's to do. Give the name of a file to write")
     try:
         found = os.stat(dest)
     except FileNotFoundError:
@@ -59,18 +132,50 @@ def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (
     return dest
 
 
+class _Written:
+    """A writer that counts what passes through it: tell() is the bytes written, where the
+    descriptor behind it (a pipe) cannot seek."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out, self.count = out, 0
+
+    def write(self, data: bytes) -> int:
+        self.out.write(data)
+        self.count += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.count
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 @contextmanager
-def replaced(dest: Path, what: str, mode: int) -> Iterator[BinaryIO]:
+def replaced(dest: Path, what: str, mode: int, sync: bool = False) -> Iterator[BinaryIO]:
     """A file opened for writing beside `dest`, renamed over it with `mode` once the block ends without
-    an error: readers see the old file or the whole new one, and a failure leaves nothing behind. An
-    OSError, in the block or after it, is an InvalidInputError that names `what` and the path."""
+    an error: readers see the old file or the whole new one, and a failure leaves nothing behind. A
+    stream destination (stream_of) is written through instead. `sync`: on disk before the rename. An
+    OSError, in the block or after it, is an InvalidInputError that names `what` and the path. The
+    writer's tell() is the bytes written so far."""
+    fd = stream_of(dest)
+    if fd is not None:
+        try:
+            with os.fdopen(os.dup(fd), "wb") as out:
+                yield _Written(out)  # type: ignore[misc]
+        except OSError as exc:
+            raise InvalidInputError(f"{what}: cannot write {dest}: {exc.strerror or exc}") from None
+        return
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+        tmp_fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     except OSError as exc:
         raise InvalidInputError(f"{what}: cannot write in {dest.parent}: {exc.strerror}") from None
     try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
+        with os.fdopen(tmp_fd, "wb") as out:
+            yield _Written(out)  # type: ignore[misc]
+            if sync:
+                out.flush()
+                os.fsync(out.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, dest)
     except OSError as exc:
