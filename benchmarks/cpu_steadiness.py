@@ -5,10 +5,10 @@ benchmarks/cpu_kernels.py timed in `--fresh` new processes, jitflow's C host bes
                                         [--min-sample-ms 20] [--budget-s 2] [--json FILE]
 
 What it measures: run after run, a fresh interpreter (TVM_NUM_THREADS set, so TVM's thread pool
-starts and places its threads anew) builds the kernel both ways (jitflow's from its cache after the
-first run), checks them equal and times them interleaved, as cpu_kernels.py does; each run gives
-one median per build. The runs go round the kernels (run 1 of every kernel, then run 2, ...), so a
-change of load falls on all of them.
+starts and places its threads anew) builds every selected kernel both ways (jitflow's from its cache
+after the first run), checks them equal and times them interleaved, as cpu_kernels.py does; each
+run gives one median per kernel and build. One process per run times all the kernels, so a change
+of load falls on all of them, and 5 runs of 8 kernels start 5 interpreters, not 40.
 
 How to read it: per kernel, the minimum, median and maximum over the runs of each build, the
 largest distance of a run from its own median (`spread`: max(median / min, max / median) - 1), and
@@ -103,12 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.fresh):
-        for name in names:
-            for row in cpu_kernels.run_level(args.level, threads, args, [name]):
-                runs.setdefault(row["name"], []).append(row)
-                shown = (f"jitflow {_ms(row['jitflow']['median'])} ms, llvm {_ms(row['llvm']['median'])} ms"
-                         if row.get("status") == "ok" else row.get("error", row.get("status")))
-                print(f"run {r + 1}: {row['name']}: {shown}", file=sys.stderr, flush=True)
+        for row in cpu_kernels.run_level(args.level, threads, args, names):
+            runs.setdefault(row["name"], []).append(row)
+            shown = (f"jitflow {_ms(row['jitflow']['median'])} ms, llvm {_ms(row['llvm']['median'])} ms"
+                     if row.get("status") == "ok" else row.get("error", row.get("status")))
+            print(f"run {r + 1}: {row['name']}: {shown}", file=sys.stderr, flush=True)
     rows = [summarize(name, found) for name, found in runs.items()]
     machine = cpu_kernels.machine()
     print("\n".join(table(rows, threads, args.fresh)))
