@@ -104,7 +104,7 @@ def child(spec: dict[str, Any]) -> int:
         for kernel in corpus:
             if matches(kernel.name, patterns) and kernel.name not in skip:
                 run(kernel.name, lambda k=kernel: cpu_timing.time_kernel(
-                    k, level, spec["runs"], spec["min_sample_s"], spec["budget_s"]))
+                    k, level, spec["runs"], spec["min_sample_s"], spec["budget_s"], spec.get("clock", "wall")))
         if spec["models"]:
             for name in MODEL_NAMES:
                 for scheduled in (False, True):
@@ -145,7 +145,7 @@ def run_level(level: str, threads: int, args: argparse.Namespace, patterns: list
         while True:
             spec = {"level": level, "threads": threads, "only": patterns, "skip": [r["name"] for r in rows],
                     "runs": args.runs, "min_sample_s": args.min_sample_ms / 1000, "budget_s": args.budget_s,
-                    "models": args.models,
+                    "models": args.models, "clock": args.clock,
                     "out": str(out)}
             out.write_text("")
             proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=10.0,
                         help="a kernel's samples stop after 3 runs once they have taken this long (default 10 s)")
     parser.add_argument("--models", action="store_true", help="also the CPU models, whole (they take longer)")
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                        help="wall time (default), or the calling thread's CPU time: steadier on a shared "
+                             "machine, and meaningful only at --threads 1")
     parser.add_argument("--json", type=Path, help="also write every row and the goals to this file")
     parser.add_argument("--stall-s", type=float, default=STALL_S,
                         help=f"stop a kernel whose build or run reports nothing for this long (default {STALL_S} s)")
@@ -355,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown CPU levels {unknown}; known: {', '.join(LEVELS)} (aarch64 is not timed here)")
     counts = thread_counts(args.threads)
+    if args.clock == "thread" and any(n != 1 for _, n in counts):
+        parser.error("--clock thread measures the calling thread only: use it with --threads 1")
     sys.path.insert(0, str(HERE))
     from cpu_schedules import llvm_target
 

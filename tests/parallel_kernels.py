@@ -76,6 +76,17 @@ def launch_point(A: T.Buffer((ROWS,), "float32"), B: T.Buffer((ROWS,), "float32"
 
 
 @T.prim_func
+def repeated(A: T.Buffer((ROWS,), "float32"), B: T.Buffer((ROWS,), "float32")):
+    """One launch whose loop runs three times, inside a serial loop: B = A + 3 (each pass adds A + 1
+    to what the passes before it wrote, after a barrier)."""
+    with T.attr(0, "pragma_parallel_launch_point", 1):
+        for step in range(3):
+            with T.attr(0, "pragma_parallel_barrier_when_finish", 1):
+                for i in T.parallel(ROWS):
+                    B[i] = T.if_then_else(step == 0, A[i], B[i]) + T.float32(1)
+
+
+@T.prim_func
 def scalars(A: T.Buffer((ROWS,), "float32"), h: T.float16, flag: T.bool, k: T.int8):
     """A = (h if flag else 2) + k: scalar arguments of C types the closure must carry (half, bool,
     int8)."""
@@ -84,7 +95,8 @@ def scalars(A: T.Buffer((ROWS,), "float32"), h: T.float16, flag: T.bool, k: T.in
 
 
 KERNELS = {"rows": rows, "row_sums": row_sums, "several": several, "in_serial": in_serial,
-           "symbolic": symbolic, "launch_point": launch_point, "scalars": scalars}
+           "symbolic": symbolic, "launch_point": launch_point, "repeated": repeated,
+           "scalars": scalars}
 
 
 def module() -> tvm.IRModule:

@@ -9,7 +9,8 @@ k-th launch in `f` (in the order the host IR holds them) is named `f_k`, and tha
   uses, in the body's order); it returns the launch's error code;
 - `jitflow_lambda_f_k` and `struct jitflow_closure_f_k`: the FTVMParallelLambda that
   TVMBackendParallelLaunch calls and the values it passes to it (builder/host_c/parallel_c.py);
-- a body's loops call the chunk helpers below, its barriers `jitflow_barrier(num_task, penv)`.
+- a body's loops take their iterations from the helpers below (claimed pieces, or a chunk whole),
+  its barriers call `jitflow_barrier(num_task, penv)`.
 
 Readers of the host C (the report) take the body as part of `f`, as they take its compute part.
 """
@@ -21,8 +22,12 @@ BODY = "jitflow_parallel_"
 LAUNCH = "jitflow_launch_"
 LAMBDA = "jitflow_lambda_"
 CLOSURE = "jitflow_closure_"
-#: the helpers a body calls: its task's chunk of a loop (`jitflow_chunk_begin_int32(extent, task_id,
-#: num_task)`, ..._end_...; int32 and int64), and the barrier between its loops
+#: the helpers a body calls (int32 and int64): in a launch that is one loop, the next piece of the
+#: loop its task runs (`jitflow_claim_int32(loop, extent, task_id, num_task, penv, prev)`, its first
+#: iteration, and `jitflow_claim_end_int32(extent, begin, num_task)`, its end); inside a launch point
+#: (and in libraries built before claims), a task's chunk whole (`jitflow_chunk_begin_int32(extent,
+#: task_id, num_task)`, ..._end_...); and the barrier between its loops
+CLAIM, CLAIM_END = "jitflow_claim_", "jitflow_claim_end_"
 CHUNK_BEGIN, CHUNK_END = "jitflow_chunk_begin_", "jitflow_chunk_end_"
 BARRIER = "jitflow_barrier"
 #: The body's first parameters, before the values it uses (as FTVMParallelLambda receives them).

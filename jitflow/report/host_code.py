@@ -12,10 +12,11 @@ formats/compute_functions.py) is read as one: the compute part's lines belong to
 its parameters mean what the entry passed. So are its parallel bodies (`jitflow_parallel_f_k`,
 formats/parallel_functions.py, after the function that launches them): a call of
 `jitflow_launch_f_k` is a parallel launch on TVM's thread pool, whose loops are read from the body
-(a chunk per task: `for (i = jitflow_chunk_begin_*(extent, task_id, num_task); ...)`; a stride:
-`for (i = task_id; i < extent; i += num_task)`) with their extents in the launching function's
-terms. The C host's other functions (`jitflow_*`: the prelude's helpers, the launches' glue) are
-not host functions and are skipped.
+(both forms of chunks: pieces the tasks claim, `for (i = begin; i < jitflow_claim_end_*(extent,
+begin, num_task); ...)`, and a chunk per task, `for (i = jitflow_chunk_begin_*(extent, task_id,
+num_task); ...)`; a stride: `for (i = task_id; i < extent; i += num_task)`) with their extents in
+the launching function's terms. The C host's other functions (`jitflow_*`: the prelude's helpers,
+the launches' glue) are not host functions and are skipped.
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ _FREE = re.compile(r"\bTVMBackendFreeWorkspace\(\s*(\d+)\s*,[^,]+,\s*(\w+)\s*\)"
 _ALLOC = "TVMBackendAllocWorkspace("
 _DEVICE_COPY = "TVMDeviceCopyDataFromTo("
 _PARALLEL_LAUNCH = re.compile(rf"\b{parallel_functions.LAUNCH}(\w+)\(")
-_CHUNK_LOOP = re.compile(rf"^\s*for \([^;=]*?(\w+) = .*?\b({parallel_functions.CHUNK_BEGIN}\w+)\(")
+_CHUNK_LOOP = re.compile(rf"^\s*for \([^;=]*?(\w+) = (?:.*?\b({parallel_functions.CHUNK_BEGIN}\w+)\("
+                         rf"|[^;]*; \1 < ({parallel_functions.CLAIM_END}\w+)\()")
 _STRIDE_LOOP = re.compile(r"^\s*for \([^;=]*?(\w+) = [^;]*; (\w+) < (.+); (\w+) \+= (.+)\) \{\s*$")
 _BARRIER = parallel_functions.BARRIER + "("
 _OWN = "jitflow_"

@@ -130,8 +130,9 @@ class Launch:
 @dataclass(frozen=True)
 class ParallelLoop:
     """One parallel loop of a parallel launch: its variable, its extent (iterations: a number or an
-    expression of the symbols), and how the tasks share it: "chunks" (task t of n runs the t-th of n
-    contiguous chunks) or "stride" (task t runs iterations t, t + n, ...)."""
+    expression of the symbols), and how the tasks share it: "chunks" (task t of n owns the t-th of n
+    contiguous chunks; in a launch that is one loop, a task that is done takes pieces of the chunks
+    of tasks that are behind) or "stride" (task t runs iterations t, t + n, ...)."""
 
     var: str
     extent: Expr

@@ -45,13 +45,13 @@ def conv2d_tiles(channels: int = 64, size: int = 56):
     return tvm.IRModule({"main": sch.mod["main"]})
 
 
-def _remarks(exe, tmp_path, zig_cache) -> tuple[list[str], list[str]]:
+def _remarks(exe, tmp_path, zig_cache, flags: tuple[str, ...] = REMARKS) -> tuple[list[str], list[str]]:
     """clang's remarks on the library's host C, compiled again as jitflow compiles it, and the C."""
     text = (exe.build().library.parent / "src" / "host.c").read_text()
     copy = tmp_path / "host.c"
     copy.write_text(text)
     job = zig.compile_object(copy, tmp_path / "host.o", _include_dirs(), machine_host(), zig_cache,
-                             tmp_path / "zig-local", extra=REMARKS)
+                             tmp_path / "zig-local", extra=flags)
     return [line for line in job.wait().splitlines() if "remark:" in line], text.splitlines()
 
 
@@ -100,3 +100,33 @@ def test_a_tile_of_accumulators_inside_a_reduction_stays_in_registers(cache_dir,
     c = tvm.runtime.tensor(np.zeros((64, 64), "float32"))
     exe["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
     np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@T.prim_func
+def row_squares(A: T.Buffer((256, 64), "float32"), B: T.Buffer((256,), "float32")):
+    """A sum of squares over each row by a while loop with a counter, rows in parallel (the construct of
+    TVM's own test of while loops in parallel bodies)."""
+    T.func_attr({"tirx.noalias": True})
+    for i in T.parallel(256):
+        k = T.decl_buffer((1,), "int32")
+        acc = T.decl_buffer((1,), "float32")
+        k[0] = 0
+        acc[0] = T.float32(0)
+        while k[0] < 64:
+            acc[0] = acc[0] + A[i, k[0]] * A[i, k[0]]
+            k[0] = k[0] + 1
+        B[i] = acc[0]
+
+
+def test_a_while_loop_is_unrolled_as_a_for_loop_would_be(cache_dir, tmp_path, zig_cache):
+    """TVM's printer writes `#pragma unroll 1` before a while loop; TVM's LLVM host gives LLVM no such
+    limit (it unrolls this one whole), so the C host leaves it out and clang unrolls the loop."""
+    exe = jitflow.compile(tvm.IRModule({"main": row_squares}), "c")
+    remarks, lines = _remarks(exe, tmp_path, zig_cache, ("-Rpass=loop-unroll",))
+    assert not any("#pragma unroll 1" in line for line in lines)
+    unrolled = _at(remarks, lines, "unrolled loop", "while (1)") + _at(remarks, lines, "unrolled loop", "k_ptr[0] < 64")
+    assert unrolled >= 1, remarks
+    a = np.random.default_rng(0).standard_normal((256, 64)).astype("float32")
+    b = tvm.runtime.tensor(np.zeros(256, "float32"))
+    exe["main"](tvm.runtime.tensor(a), b)
+    np.testing.assert_allclose(b.numpy(), (a.astype("float64") ** 2).sum(axis=1), rtol=1e-5)

@@ -76,6 +76,7 @@ def test_inspect_shows_each_launch_at_its_line(built):
     assert _launches(rep, "scalars") == [("scalars_0", [("i", str(pk.ROWS), "chunks")], 0)]
     assert _launches(rep, "launch_point") == [("launch_point_0", [("i", str(pk.ROWS), "chunks"),
                                                                   ("i_1", str(pk.ROWS), "stride")], 1)]
+    assert _launches(rep, "repeated") == [("repeated_0", [("i", str(pk.ROWS), "chunks")], 1)]
     by_name = {f.name: f for f in rep.functions}
     for x in rep.parallel:
         assert f"jitflow_launch_{x.name}(" in rep.host_line(x.line)
@@ -117,7 +118,8 @@ def test_the_library_needs_only_tvms_runtime_and_keeps_its_bodies_hidden(built):
         | _dynamic_symbols(tvm_ffi.libinfo.find_libtvm_ffi())[0]
     assert {"TVMBackendParallelLaunch", "TVMFFIEnvGetStream", "TVMFFIEnvSetStream"} <= undefined
     assert {n for n in undefined if n.startswith("TVM")} <= runtime
-    assert {n for n in undefined if not n.startswith("TVM")} <= {"expf", "sqrtf", "sched_yield"}   # the barrier
+    # libm's, the barrier's yield, the launcher's zeroing of its claim counts
+    assert {n for n in undefined if not n.startswith("TVM")} <= {"expf", "sqrtf", "sched_yield", "memset"}
     assert not [n for n in defined if n.startswith("jitflow_")] and "__tvm_ffi_launch_point" in defined
     header = rep.host_line(next(x.body_line for x in rep.parallel if x.name == "rows_0"))
     assert "float* restrict A" in header and "float* restrict B" in header          # tirx.noalias
@@ -289,15 +291,18 @@ CHILD = """
     a = np.arange(64, dtype="float32") / 128
     b = tvm.runtime.tensor(np.zeros(64, "float32"))
     lib["checked"](tvm.runtime.tensor(a), b)
+    r = tvm.runtime.tensor(np.zeros(ROWS, "float32"))
+    lib["repeated"](tvm.runtime.tensor(a[:ROWS]), r)          # its loop runs three times in one launch
     print(json.dumps({{"seen": seen, "main": threading.get_ident(), "errors": errors,
-                      "ok": bool(np.allclose(b.numpy(), a * 2)), "runtime_only": bool(tvm.base._RUNTIME_ONLY)}}))
-"""
+                      "ok": bool(np.allclose(b.numpy(), a * 2)), "repeated": bool(np.allclose(r.numpy(), a[:ROWS] + 3)),
+                      "runtime_only": bool(tvm.base._RUNTIME_ONLY)}}))
+""".replace("ROWS", str(pk.ROWS))
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, zig_cache):
-    mod = tvm.IRModule({n: f.with_attr("global_symbol", n) for n, f in
-                        (("record", _record), ("checked", _checked), ("failing_call", _failing_call))})
+    kernels = (("record", _record), ("checked", _checked), ("failing_call", _failing_call), ("repeated", pk.repeated))
+    mod = tvm.IRModule({n: f.with_attr("global_symbol", n) for n, f in kernels})
     out = tmp_path_factory.mktemp("parallel-lib") / "parallel.so"
     with module_cache(tmp_path_factory, zig_cache, "parallel-export-cache"):
         jitflow.compile(mod, "c").export_library(out)
@@ -310,12 +315,13 @@ def exported(tmp_path_factory, zig_cache):
 def test_tvm_num_threads_sets_the_tasks_and_errors_reach_python(exported, threads, loader, runtime_only):
     env = {"TVM_NUM_THREADS": str(threads), **({"TVM_USE_RUNTIME_LIB": "1"} if runtime_only else {})}
     got = json.loads(run_python(CHILD.format(path=str(exported), loader=loader), env=env).stdout.splitlines()[-1])
-    assert got["runtime_only"] == runtime_only and got["ok"]
+    assert got["runtime_only"] == runtime_only and got["ok"] and got["repeated"]
+    assert sorted(i for i, _ in got["seen"]) == list(range(8))          # every iteration, once
     seen = dict(got["seen"])
-    assert sorted(seen) == list(range(8))
-    chunk = 8 // threads                     # task t runs iterations [t * chunk, (t + 1) * chunk)
     assert len(set(seen.values())) == threads
-    assert all(len({seen[i] for i in range(t * chunk, (t + 1) * chunk)}) == 1 for t in range(threads))
+    # task t owns [t * chunk, (t + 1) * chunk), whose last piece the others leave to it
+    chunk = 8 // threads
+    assert len({seen[(t + 1) * chunk - 1] for t in range(threads)}) == threads
     if threads == 1:
         assert set(seen.values()) == {got["main"]}
     checked, failing = got["errors"]

@@ -227,3 +227,92 @@ def test_chunks_cover_every_extent_of_the_loop_type_once(tmp_path, zig_cache):
                 assert begins[0] == 0 and ends[-1] == extent, said
                 assert all(b <= e and e - b <= -(-extent // num_task) for b, e in zip(begins, ends)), said
                 assert begins[1:] == ends[:-1], said
+
+
+_CLAIM_CALLS = """
+#include <stdint.h>
+{helpers}
+/* tasks claim one piece at a time, in turn (greedy: task 0 claims all it can first, as a task
+   whose chunk ends early does): each piece's begin, end and task go to out; returns their count */
+#define CLAIMS(T)                                                                                  \\
+int64_t claims_##T(T##_t extent, T##_t num_task, int32_t greedy, T##_t* out, int64_t capacity) {{ \\
+  static struct jitflow_claim counts[{slots}];                                                    \\
+  for (int i = 0; i < {slots}; ++i) counts[i].taken = 0;                                          \\
+  struct jitflow_group group = {{counts, 0, 0, 0, 0}};                                            \\
+  T##_t prev[{tasks}];                                                                            \\
+  int64_t n = 0, open = num_task;                                                                 \\
+  for (T##_t t = 0; t < num_task; ++t) prev[t] = -1;                                              \\
+  while (open > 0 && n < capacity) {{                                                              \\
+    for (T##_t t = 0; t < num_task; ++t) {{                                                        \\
+      while (prev[t] != -2 && n < capacity) {{                                                     \\
+        T##_t begin = jitflow_claim_##T(0, extent, t, num_task, &group, prev[t]);                 \\
+        if (begin < 0) {{ prev[t] = -2; --open; break; }}                                          \\
+        out[3 * n] = begin;                                                                       \\
+        out[3 * n + 1] = jitflow_claim_end_##T(extent, begin, num_task);                          \\
+        out[3 * n + 2] = t;                                                                       \\
+        ++n;                                                                                      \\
+        prev[t] = begin;                                                                          \\
+        if (!(greedy && t == 0)) break;                                                           \\
+      }}                                                                                           \\
+    }}                                                                                             \\
+  }}                                                                                               \\
+  return n;                                                                                       \\
+}}
+CLAIMS(int32)
+CLAIMS(int64)
+"""
+
+
+def test_claims_cover_every_extent_of_the_loop_type_once(tmp_path, zig_cache):
+    """The claim helpers as libraries hold them, compiled by zig at -O2, tasks claiming in turn or one
+    task first: for extents up to the largest of int32 and int64 and 1 to 65 tasks, the pieces cover
+    0 to the extent once, without gaps or overlaps; each lies in one task's chunk (ceil(extent /
+    tasks) iterations), in at most 8 pieces of it (the chunk whole past 64 tasks, where no claim
+    counts are kept, and at one task); each chunk's last piece runs on its owner, and a task that is
+    done first takes pieces of every other chunk."""
+    import ctypes
+    import platform
+    import subprocess
+
+    from jitflow.builder.host_c import parallel_c
+    from jitflow.toolchain.zig_cc.zig import ZIG_TARGETS
+    from jitflow.toolchain.zig_cc.zig_wheel import zig_binary
+
+    tasks = 65
+    source = tmp_path / "claims.c"
+    group = parallel_c._GROUP.replace("extern int sched_yield(void);", "")
+    helpers = "\n".join([group, *(parallel_c.claim_helpers(t) for t in ("int32_t", "int64_t"))])
+    source.write_text(_CLAIM_CALLS.format(helpers=helpers, slots=parallel_c.CLAIM_SLOTS, tasks=tasks))
+    target = ZIG_TARGETS[f"{platform.machine()}-linux-gnu"]           # the helpers need no libc
+    subprocess.run([str(zig_binary()), "cc", "-target", target, "-shared", "-nostdlib", "-fPIC", "-O2", "-o",
+                    str(tmp_path / "claims.so"), str(source)],
+                   check=True, env={**os.environ, "ZIG_GLOBAL_CACHE_DIR": str(zig_cache),
+                                    "ZIG_LOCAL_CACHE_DIR": str(tmp_path / "zig-local")})
+    lib = ctypes.CDLL(str(tmp_path / "claims.so"))
+    capacity = tasks * parallel_c.CLAIM_PIECES + tasks
+    for bits, largest, ctype in ((32, INT32_MAX, ctypes.c_int32), (64, INT64_MAX, ctypes.c_int64)):
+        claims = getattr(lib, f"claims_int{bits}")
+        claims.restype = ctypes.c_int64
+        for extent in (0, 1, 5, 64, 1001, 2**31 - 7, INT32_MAX, largest - 6, largest - 1, largest):
+            for num_task in (1, 2, 3, 7, 8, 64, 65):
+                for greedy in (0, 1):
+                    out = (ctype * (3 * capacity))()
+                    count = claims(ctype(extent), ctype(num_task), greedy, out, ctypes.c_int64(capacity))
+                    pieces = sorted(zip(out[0:3 * count:3], out[1:3 * count:3], out[2:3 * count:3]))
+                    said = f"int{bits}: extent {extent}, {num_task} tasks, greedy {greedy}: {pieces[:12]}"
+                    assert count < capacity, said
+                    ends = [0] + [e for _, e, _ in pieces]
+                    assert [b for b, _, _ in pieces] == ends[:-1] and ends[-1] == max(extent, 0), said
+                    chunk = -(-extent // num_task)
+                    whole = num_task == 1 or num_task > parallel_c.CLAIM_SLOTS
+                    piece = chunk if whole else -(-chunk // parallel_c.CLAIM_PIECES)
+                    assert all(b < e and e - b <= piece and b // chunk == (e - 1) // chunk
+                               for b, e, _ in pieces), said
+                    owners = {}
+                    for b, e, t in pieces:
+                        owners[b // chunk] = t                       # the chunk's last piece, last
+                    assert all(owner == t for owner, t in owners.items()), said
+                    if greedy and not whole and extent >= 2 * num_task * parallel_c.CLAIM_PIECES:
+                        # task 0, done first, runs pieces of every other chunk that has several left
+                        taken = {b // chunk for b, _, t in pieces if t == 0}
+                        assert taken == set(range(-(-extent // chunk))), said

@@ -10,11 +10,17 @@ IR just before it prints (after outline.py; the C glue is parallel_c.py's):
   its data pointer), and in its place the host function calls `jitflow_launch_f_k(values...)`,
   which hands the body to TVMBackendParallelLaunch (the pool runs it once per task) and returns
   its error code: a nonzero code is returned at once, as after any failed call.
-- Inside a launch, a parallel loop runs its task's share of the iterations: task t of n takes the
-  chunk [t * c, (t + 1) * c) of the extent, c = ceil(extent / n), cut at the extent
-  (`jitflow_chunk_begin_*` / `jitflow_chunk_end_*`); after a `pragma_parallel_stride_pattern`
-  attribute it takes every n-th iteration from t instead (for the rest of the launch, as in LLVM),
-  counted in int64 where the loop is narrower, so its last step cannot overflow.
+- Inside a launch, a parallel loop runs its task's share of the iterations: task t of n owns the
+  chunk [t * c, (t + 1) * c) of the extent, c = ceil(extent / n), cut at the extent, as in LLVM.
+  A launch that is one parallel loop (the loop runs once per task) claims its chunks in pieces
+  (`jitflow_claim_*` / `jitflow_claim_end_*`): a task runs its own chunk's pieces, then takes pieces
+  of chunks whose owners are behind, so a task that starts late or runs on a busy core does not hold
+  the others up. Inside a launch point each task runs its chunk whole (`jitflow_chunk_begin_*` /
+  `jitflow_chunk_end_*`), as LLVM's host does: a loop there may run again (inside a serial loop), and
+  a loop may read what the same task's chunk of the loop before it wrote. After a
+  `pragma_parallel_stride_pattern` attribute a loop takes every n-th iteration from t instead (for the
+  rest of the launch, as in LLVM), counted in int64 where the loop is narrower, so its last step
+  cannot overflow.
 - `pragma_parallel_barrier_when_finish` calls `jitflow_barrier` after its statement: every task
   waits there for the others, and if a task has failed (and so never arrives) the waiting ones
   return at once, so a failing assert before a barrier is an error, not a hang.
@@ -35,7 +41,7 @@ from ...formats.parallel_functions import BODY, LAUNCH, LEADING, launch_name
 from .lanes import dtype_of
 from .legalize import function_name
 from .outline import outlined, promises_no_aliasing, with_functions
-from .parallel_c import BARRIER_HELPER, CHUNK_BEGIN, CHUNK_END, CHUNK_TYPES
+from .parallel_c import BARRIER_HELPER, CHUNK_BEGIN, CHUNK_END, CLAIM, CLAIM_END, HELPER_TYPES
 
 LAUNCH_POINT = "pragma_parallel_launch_point"
 STRIDE_PATTERN = "pragma_parallel_stride_pattern"
@@ -49,7 +55,7 @@ class _Env:
     """A launch's parallel environment (LLVM's ParallelEnv): the task's id and the task count, the
     pool's group env, and what the pass has seen so far inside it."""
 
-    def __init__(self) -> None:
+    def __init__(self, claims: bool) -> None:
         import tvm
 
         task_id, num_task, penv = LEADING
@@ -59,6 +65,8 @@ class _Env:
         self.stride = False       # a stride pattern attribute was seen: later loops stride
         self.in_loop = False
         self.loops = 0
+        self.claimable = claims   # the launch is one parallel loop: its pieces are claimed
+        self.claims = 0           # loops whose pieces are claimed, each numbered in the launch
 
 
 class _Refused(Exception):
@@ -115,7 +123,7 @@ class _Function:
         if node.step is not None and not _is_one(node.step):
             raise _Refused(f"a parallel loop with step {node.step}", _CANONICAL)
         if env is None:
-            return self._launch(node)
+            return self._launch(node, claims=True)
         if env.in_loop:
             raise _Refused(f"a parallel loop over {node.loop_var} inside another parallel loop",
                            "TVM's thread pool does not nest launches, and TVM's LLVM host refuses it too: fuse "
@@ -130,7 +138,7 @@ class _Function:
         tvm = self.tvm
         key = node.attr_key
         if key == LAUNCH_POINT:
-            return self._launch(node.body)
+            return self._launch(node.body, claims=False)
         if key == STRIDE_PATTERN:
             if env is None:
                 raise _Refused(f"{STRIDE_PATTERN} outside a parallel launch point",
@@ -155,12 +163,13 @@ class _Function:
                                                                None)])
         return mutator.default_mutate(node)
 
-    def _launch(self, stmt: Any) -> Any:
-        """`stmt` outlined into a body run by the pool, and the call that launches it."""
+    def _launch(self, stmt: Any, claims: bool) -> Any:
+        """`stmt` outlined into a body run by the pool, and the call that launches it (`claims`: its
+        loop's pieces are claimed)."""
         tvm = self.tvm
         tirx = tvm.tirx
         name = launch_name(self.name, self.counter())
-        env = _Env()
+        env = _Env(claims)
         inner = self.rewrite(stmt, env)
         if env.loops == 0:
             raise _Refused(f"{LAUNCH_POINT} without a parallel loop inside it",
@@ -175,14 +184,19 @@ class _Function:
         return tirx.SeqStmt([tirx.Bind(status, call), tirx.IfThenElse(failed, tirx.Return(status), None)])
 
     def _share(self, node: Any, body: Any, env: _Env) -> Any:
-        """The loop over this task's iterations: its chunk, or every num_task-th from its id."""
-        tvm = self.tvm
-        tirx, prim = tvm.tirx, tvm.ir.prim.expr
+        """The loop over this task's iterations: the pieces it claims, its chunk whole, or every
+        num_task-th iteration from its id."""
         if env.stride:
             return self._stride(node, body, env)
+        return self._claimed(node, body, env) if env.claimable else self._chunk(node, body, env)
+
+    def _chunk(self, node: Any, body: Any, env: _Env) -> Any:
+        """The loop over this task's chunk, whole."""
+        tvm = self.tvm
+        tirx, prim = tvm.tirx, tvm.ir.prim.expr
         dtype = str(dtype_of(node.extent))
         task, tasks = (v if dtype == "int32" else prim.Cast(dtype, v) for v in (env.task_id, env.num_task))
-        helper = dtype if dtype in CHUNK_TYPES else "int64"
+        helper = dtype if dtype in HELPER_TYPES else "int64"
 
         def bound(prefix: str) -> Any:
             args = [a if helper == dtype else prim.Cast(helper, a) for a in (node.extent, task, tasks)]
@@ -191,6 +205,42 @@ class _Function:
 
         begin, end = bound(CHUNK_BEGIN), bound(CHUNK_END)
         return tirx.For(node.loop_var, begin, prim.Sub(end, begin), tirx.ForKind.SERIAL, body)
+
+    def _claimed(self, node: Any, body: Any, env: _Env) -> Any:
+        """The loop over the pieces this task claims:
+
+            claimed[0] = jitflow_claim_T(k, extent, task_id, num_task, penv, -1);
+            while (claimed[0] >= 0) {
+              begin = claimed[0];
+              for (i = begin; i < jitflow_claim_end_T(extent, begin, num_task); ++i) body
+              claimed[0] = jitflow_claim_T(k, extent, task_id, num_task, penv, begin);
+            }
+        """
+        tvm = self.tvm
+        tirx, prim = tvm.tirx, tvm.ir.prim.expr
+        dtype = str(dtype_of(node.extent))
+        helper = dtype if dtype in HELPER_TYPES else "int64"
+
+        def typed(value: Any, to: str) -> Any:
+            return value if str(dtype_of(value)) == to else prim.Cast(to, value)
+
+        extent, task, tasks = (typed(v, helper) for v in (node.extent, env.task_id, env.num_task))
+        loop = tirx.IntImm("int32", env.claims)
+        env.claims += 1
+        claimed = tirx.decl_buffer((1,), helper, f"{node.loop_var.name}_claimed")
+        begin = tvm.ir.expr.Var(f"{node.loop_var.name}_begin", helper)
+
+        def claim(prev: Any) -> Any:
+            call = tirx.call_extern(helper, CLAIM + helper, loop, extent, task, tasks, env.penv, prev)
+            return tirx.BufferStore(claimed, call, [tirx.IntImm("int32", 0)])
+
+        end = tirx.call_pure_extern(helper, CLAIM_END + helper, extent, begin, tasks)
+        start = typed(begin, dtype)
+        piece = tirx.For(node.loop_var, start, prim.Sub(typed(end, dtype), start), tirx.ForKind.SERIAL, body)
+        current = tirx.BufferLoad(claimed, [tirx.IntImm("int32", 0)])
+        again = tirx.SeqStmt([tirx.Bind(begin, current), piece, claim(begin)])
+        return tirx.SeqStmt([tirx.AllocBuffer(claimed), claim(tirx.IntImm(helper, -1)),
+                             tirx.While(prim.GE(current, tirx.IntImm(helper, 0)), again)])
 
     def _stride(self, node: Any, body: Any, env: _Env) -> Any:
         """Every num_task-th iteration from the task's id. A loop narrower than int64 counts in int64

@@ -5,7 +5,8 @@ for it (so the types are TVM's own), at the end of the prelude (source.py; a cla
 jitflow's):
 
 - `struct jitflow_closure_f_k`: the values the body takes, and the `struct jitflow_group` its tasks
-  share (the barrier's counts, whether a task failed, the first error);
+  share (the claim counts of its loops' chunks, the barrier's counts, whether a task failed, the
+  first error);
 - `jitflow_lambda_f_k`: the FTVMParallelLambda the pool calls once per task, which marks its thread
   as running a task and calls the body with the task's id, the task count of its group env
   (`penv->num_task`), the group and the values;
@@ -27,9 +28,18 @@ marked in a slot of TVM FFI's per-thread stream table (TASK_SLOT: per process, s
 sees it), and a launch from a marked thread runs its body there as the one task of its group,
 as TVM's runtime does at one thread.
 
-Plus the helpers the bodies call: the chunks (task t of n runs [t * c, (t + 1) * c) cut at the
-extent, c = ceil(extent / n), as LLVM's host divides it, computed so that no extent of the loop's
-type overflows) and the barrier (jitflow's own, on the group: TVMBackendParallelBarrier waits for
+Plus the helpers the bodies call, computed so that no extent of the loop's type overflows:
+- the chunks (task t of n owns [t * c, (t + 1) * c) cut at the extent, c = ceil(extent / n), as
+  LLVM's host divides it): `jitflow_chunk_begin_*` / `_end_*`, a task's chunk whole;
+- the claims: `jitflow_claim_*(loop, extent, task_id, num_task, penv, prev)` is the first
+  iteration of the next piece (ceil(c / CLAIM_PIECES) iterations, cut at its chunk's end) the task
+  runs, -1 when none is left: first its own chunk's pieces, then, going round the tasks from the
+  chunk it ran last, pieces of chunks that have more than one piece left (the last piece of a chunk
+  runs on its owner, so every task has work). A chunk's pieces are counted in the group
+  (`struct jitflow_claim`, a cache line each, zeroed by the launcher; CLAIM_SLOTS per loop): one
+  atomic add per piece. `jitflow_claim_end_*` is the end of the piece that starts at `begin`. At one
+  task, or more than CLAIM_SLOTS, a task's piece is its chunk whole and nothing is counted;
+- and the barrier (jitflow's own, on the group: TVMBackendParallelBarrier waits for
 ever for a task that failed before it). Everything here is static, so split.py copies it into every
 piece; the closures are types that a kernel's entry functions never name, so split.split_entries
 leaves them out of the entries' file, which stays the same for every module of a signature.
@@ -39,17 +49,29 @@ from __future__ import annotations
 import re
 
 from ...formats.parallel_functions import BARRIER as BARRIER_HELPER
-from ...formats.parallel_functions import BODY, CHUNK_BEGIN, CHUNK_END, CLOSURE, LAMBDA, LAUNCH, LEADING
+from ...formats.parallel_functions import (BODY, CHUNK_BEGIN, CHUNK_END, CLAIM, CLAIM_END, CLOSURE, LAMBDA, LAUNCH,
+                                           LEADING)
 
-#: loop types the chunk helpers take; parallel.py computes other integer loops' chunks in int64
-CHUNK_TYPES = ("int32", "int64")
+#: loop types the chunk and claim helpers take; parallel.py counts other integer loops in int64
+HELPER_TYPES = ("int32", "int64")
+#: tasks whose chunks can be shared (a launch keeps a claim count for each); a launch of more tasks
+#: runs each task's chunk whole, as TVM's LLVM host does
+CLAIM_SLOTS = 64
+#: the pieces a task's chunk is claimed in
+CLAIM_PIECES = 8
 #: the slot of TVM FFI's per-thread stream table (device type, id) that marks a thread running a
 #: task of a launch: kDLExtDev, a device type no runtime gives streams
 TASK_SLOT = ("12", "0")
 _GROUP = "\n".join([
+    "struct jitflow_claim {",
+    "  /* how much of one task's chunk of one loop has been claimed (a cache line of its own) */",
+    "  int64_t taken;",
+    "} __attribute__((aligned(64)));",
     "struct jitflow_group {",
-    "  /* what the tasks of one launch share: the barrier's count of tasks arrived and of barriers",
-    "     passed, whether a task failed, and the first error raised */",
+    f"  /* what the tasks of one launch share: the claim counts of its loops ({CLAIM_SLOTS} per loop),",
+    "     the barrier's count of tasks arrived and of barriers passed, whether a task failed,",
+    "     and the first error raised */",
+    "  struct jitflow_claim* claims;",
     "  int32_t arrived;",
     "  int32_t passed;",
     "  int32_t failed;",
@@ -77,7 +99,10 @@ _BARRIER = "\n".join([
     "}"])
 
 _PROTOTYPE = re.compile(rf"^TVM_DLL int32_t {BODY}(\w+)\((.*)\);$", re.MULTILINE)
+#: a claim in a body's text: its loop's number (parallel.py numbers a launch's loops from 0)
+_CLAIM_CALL = re.compile(rf"\b{CLAIM}int(?:32|64)\((\d+), ")
 _GROUP_FIELD = "jitflow_group"
+_CLAIMS_FIELD = "jitflow_claims"
 _HIDDEN = '__attribute__((visibility("hidden"), noinline)) '
 
 
@@ -105,6 +130,72 @@ def chunk_helpers(ctype: str) -> str:
         f"  {ctype} end = task_id < last ? (task_id + 1) * chunk : extent;",
         "  __builtin_assume(end >= 0 && end <= extent);",
         "  return end;",
+        "}"])
+
+
+def claim_helpers(ctype: str) -> str:
+    """The claim helpers of one loop type (the module's docstring). No value
+    they compute overflows the type: a range's end and a piece's end are taken as the smaller of
+    two numbers by comparing what is left, never by adding past the extent."""
+    name = ctype[:-2]
+    chunk = [f"  {ctype} chunk = extent / num_task + (extent % num_task != 0);"]
+    return "\n".join([
+        f"static inline {ctype} jitflow_piece_{name}({ctype} chunk, {ctype} num_task) {{",
+        f"  /* a task's own chunk, in {CLAIM_PIECES} pieces; where claims are not kept, the chunk whole */",
+        f"  if (num_task == 1 || num_task > {CLAIM_SLOTS}) {{",
+        "    return chunk;",
+        "  }",
+        f"  return chunk / {CLAIM_PIECES} + (chunk % {CLAIM_PIECES} != 0);",
+        "}",
+        f"static inline {ctype} {CLAIM_END}{name}({ctype} extent, {ctype} begin, {ctype} num_task) {{",
+        "  /* the end of the piece that starts at begin (a value claim_ returned) */",
+        "  __builtin_assume(num_task > 0 && begin >= 0 && begin < extent);",
+        *chunk,
+        f"  {ctype} start = begin / chunk * chunk;",
+        f"  {ctype} stop = extent - start > chunk ? start + chunk : extent;",
+        f"  {ctype} piece = jitflow_piece_{name}(chunk, num_task);",
+        f"  {ctype} end = stop - begin > piece ? begin + piece : stop;",
+        "  __builtin_assume(end > begin && end <= extent);",
+        "  return end;",
+        "}",
+        f"static inline {ctype} {CLAIM}{name}(int32_t loop, {ctype} extent, {ctype} task_id, {ctype} num_task,",
+        f"                                     void* penv, {ctype} prev) {{",
+        "  /* the first iteration of the next piece this task runs (-1: none is left); prev is the one it",
+        "     ran last (-1 at first) */",
+        "  __builtin_assume(task_id >= 0 && num_task > task_id);",
+        "  if (extent <= 0) {",
+        "    return -1;",
+        "  }",
+        *chunk,
+        f"  {ctype} last = (extent - 1) / chunk;",
+        f"  {ctype} piece = jitflow_piece_{name}(chunk, num_task);",
+        "  if (piece == chunk) {",
+        f"    {ctype} begin = prev < 0 && task_id <= last ? task_id * chunk : -1;",
+        "    __builtin_assume(begin < extent);",
+        "    return begin;",
+        "  }",
+        f"  struct jitflow_claim* claims = ((struct jitflow_group*)penv)->claims + (int64_t)loop * {CLAIM_SLOTS};",
+        f"  {ctype} first = prev < 0 ? task_id : prev / chunk;",
+        f"  for ({ctype} step = 0; step < num_task; ++step) {{",
+        f"    {ctype} owner = first + step < num_task ? first + step : first + step - num_task;",
+        "    if (owner > last) {",
+        "      continue;",
+        "    }",
+        f"    {ctype} start = owner * chunk;",
+        f"    {ctype} length = owner == last ? extent - start : chunk;",
+        "    int64_t taken = __atomic_load_n(&claims[owner].taken, __ATOMIC_RELAXED);",
+        "    /* another task's chunk only while it has more than one piece left to run */",
+        "    if (owner == task_id ? taken >= length : length - taken <= piece) {",
+        "      continue;",
+        "    }",
+        "    taken = __atomic_fetch_add(&claims[owner].taken, (int64_t)piece, __ATOMIC_RELAXED);",
+        "    if (taken < length) {",
+        f"      {ctype} begin = start + ({ctype})taken;",
+        "      __builtin_assume(begin >= 0 && begin < extent);",
+        "      return begin;",
+        "    }",
+        "  }",
+        "  return -1;",
         "}"])
 
 
@@ -149,11 +240,14 @@ _RUN = "\n".join([
     "}"])
 
 
-def _launch(name: str, params: list[tuple[str, str]]) -> str:
-    """The closure, lambda and launcher of the launch `name` whose body has these parameters."""
+def _launch(name: str, params: list[tuple[str, str]], loops: int) -> str:
+    """The closure, lambda and launcher of the launch `name` whose body has these parameters and
+    `loops` loops whose pieces are claimed."""
     leading, values = params[:len(LEADING)], params[len(LEADING):]
     closure, body = f"struct {CLOSURE}{name}", f"{BODY}{name}"
     fields = [f"  {ctype} {n};" for ctype, n in values] + [f"  struct jitflow_group {_GROUP_FIELD};"]
+    if loops:
+        fields.append(f"  struct jitflow_claim {_CLAIMS_FIELD}[{loops * CLAIM_SLOTS}];")
     taken = ", ".join([f"{ctype} {n}" for ctype, n in values]) or "void"
     passed = ", ".join(["task_id", "penv->num_task", f"&closure->{_GROUP_FIELD}",
                         *(f"closure->{n}" for _, n in values)])
@@ -172,10 +266,20 @@ def _launch(name: str, params: list[tuple[str, str]]) -> str:
         "  return 0;",
         "}",
         f"static inline int32_t {LAUNCH}{name}({taken}) {{",
-        f"  /* {body} runs once per task of TVM's thread pool */",
-        f"  {closure} closure = {{{', '.join([n for _, n in values] + ['{0, 0, 0, NULL}'])}}};",
+        f"  /* {body} runs once per task of TVM's thread pool; the claim counts start at 0 */",
+        f"  {closure} closure = {{{', '.join([n for _, n in values] + ['{NULL, 0, 0, 0, NULL}'])}}};",
+        *([f"  closure.{_GROUP_FIELD}.claims = closure.{_CLAIMS_FIELD};"] if loops else []),
         f"  return jitflow_run({LAMBDA}{name}, &closure, &closure.{_GROUP_FIELD});",
         "}"])
+
+
+def _claimed_loops(source: str, name: str) -> int:
+    """How many loops the body of the launch `name` claims pieces of (its definition's claims)."""
+    found = re.search(rf"^TVM_DLL int32_t {BODY}{name}\(.*\) \{{$", source, re.MULTILINE)
+    if found is None:
+        return 0
+    text = source[found.end():source.find("\n}\n", found.end())]
+    return max((int(k) + 1 for k in _CLAIM_CALL.findall(text)), default=0)
 
 
 def launches_for(source: str) -> str:
@@ -185,8 +289,10 @@ def launches_for(source: str) -> str:
     found = _PROTOTYPE.findall(source)
     if not found:
         return ""
-    helpers = [chunk_helpers(t + "_t") for t in CHUNK_TYPES if CHUNK_BEGIN + t in source]
-    helpers.append(_GROUP)
+    helpers = [_GROUP]
+    helpers += [chunk_helpers(t + "_t") for t in HELPER_TYPES if CHUNK_BEGIN + t in source]
+    helpers += [claim_helpers(t + "_t") for t in HELPER_TYPES if CLAIM + t in source]
     helpers += [_BARRIER] if BARRIER_HELPER + "(" in source else []
     helpers.append(_RUN)
-    return "\n".join([*helpers, *(_launch(name, _parameters(params)) for name, params in found), ""])
+    launches = [_launch(name, _parameters(params), _claimed_loops(source, name)) for name, params in found]
+    return "\n".join([*helpers, *launches, ""])
