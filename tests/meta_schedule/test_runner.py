@@ -54,7 +54,7 @@ def _inputs(mods: list, builder: Builder) -> list:
     """RunnerInputs of `mods` built by `builder` (as MetaSchedule hands them to the runner)."""
     results = builder.build([ms.builder.BuilderInput(m, target()) for m in mods])
     assert all(r.error_msg is None for r in results), [r.error_msg for r in results]
-    return [ms.runner.RunnerInput(r.artifact_path, "llvm", ms.arg_info.ArgInfo.from_prim_func(m["main"]))
+    return [ms.runner.RunnerInput(r.artifact_path, "cpu", ms.arg_info.ArgInfo.from_prim_func(m["main"]))
             for r, m in zip(results, mods)]
 
 
