@@ -161,7 +161,8 @@ def compare_runners(args) -> None:
     target = _target(args)
     records = ms.database.JSONDatabase(work_dir=folder).get_all_tuning_records()
     candidates = [r.as_measure_candidate() for r in records]
-    built = _builder(ms, "jitflow", args.workers, tempfile.mkdtemp(prefix="tune-bench-cache-"), args.timeout).build(
+    cache = tempfile.mkdtemp(prefix="tune-bench-cache-")
+    built = _builder(ms, "jitflow", args.workers, cache, args.timeout).build(
         [ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
     kind = "cuda" if args.cuda else "cpu"          # the device type MetaSchedule hands its runner
     inputs = [ms.runner.RunnerInput(b.artifact_path, kind, c.args_info) for b, c in zip(built, candidates)
@@ -188,13 +189,15 @@ def compare_runners(args) -> None:
         ratios = sorted(x / y for x, y in zip(a, b) if x == x and y == y and y > 0)
         if not ratios:
             print(f"{names[0]} / {names[1]}: no candidate was timed by both (see the failures above)")
-            return
-        print(f"{names[0]} / {names[1]}, the same {len(ratios)} candidates (each its best of {args.rounds} rounds): "
-              f"median {statistics.median(ratios):.3f}x, from {ratios[0]:.3f}x to {ratios[-1]:.3f}x; best latency "
-              f"{1e6 * min(a):.1f} us against {1e6 * min(b):.1f} us: {min(a) / min(b):.3f}x")
+        else:
+            print(f"{names[0]} / {names[1]}, the same {len(ratios)} candidates (each its best of {args.rounds} rounds): "
+                  f"median {statistics.median(ratios):.3f}x, from {ratios[0]:.3f}x to {ratios[-1]:.3f}x; best latency "
+                  f"{1e6 * min(a):.1f} us against {1e6 * min(b):.1f} us: {min(a) / min(b):.3f}x")
     for b in built:
         if b.artifact_path:
             shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+    for path in (cache, folder):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def machine(args) -> str:
@@ -288,6 +291,7 @@ def main() -> None:
                       f"{str(exc).splitlines()[0][:300]}", flush=True)
                 continue
             print(summary(name, clocks[name, runner], args.trials), flush=True)
+            shutil.rmtree(clocks[name, runner]["work"], ignore_errors=True)
     ratios(clocks, args)
 
 
