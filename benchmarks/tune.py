@@ -1,24 +1,34 @@
-"""Tuning time end to end: MetaSchedule's tune_tir with jitflow's builder against its LocalBuilder, on
-the same workload, trials, seed, cost model, search strategy and runner, one after the other.
+"""Tuning time end to end: MetaSchedule's tune_tir with each builder (jitflow's Builder, LocalBuilder)
+and each runner (jitflow's Runner, LocalRunner), on the same workload, trials, seed, cost model,
+search strategy and evaluator, one after the other.
 
     python benchmarks/tune.py                                    # CPU: 128^3 matmul, 64 trials, 2 workers
     python benchmarks/tune.py --trials 16 --workers 2 --cost-model random      # short (make bench)
     python benchmarks/tune.py --trials 512 --per-iter 64 --workers 16          # a 16-core machine
     python benchmarks/tune.py --cuda --trials 64 --workers 16                  # a CUDA matmul on the GPU
+    python benchmarks/tune.py --cuda --builders jitflow --runners jitflow:1,jitflow   # one GPU, then all
+    python benchmarks/tune.py --compare-runners --rounds 3       # the same candidates timed by both runners
     python benchmarks/tune.py --same-candidates --rounds 3       # the build phase alone, both builders
                                                                  # on the same BuilderInputs
     python benchmarks/tune.py --same-candidates --work-dirs W/matmul128,W/conv2d_64x56   # candidates
                                                                  # tuned before (tuning_builds.py --tune)
 
-Each builder gets one summary line: the whole tuning time, split into the build phase (the
-builder's own time: MetaSchedule calls build() and waits), the run phase (the time it waits for the
-runner's results) and search (the rest: the search strategy, the cost model, MetaSchedule's own
-work); the candidates built and failed (each failure's reason counted: LocalBuilder's timeouts are
-"timeout"), the candidates measured, and the best latency found. Then one line of ratios. jitflow
-builds into a fresh cache folder (every candidate a miss). The first line names the machine, its
-cores and the load average, which on a shared machine moves every figure. MetaSchedule's one-time
-start-up in the process (importing TVM's tensor intrinsics, which its schedule rules need) is done
-first and reported on its own line, so that it does not land in the first builder's search time.
+Runners: "jitflow" (Runner, every visible GPU), "jitflow:N" (Runner on the first N GPUs), "local"
+(LocalRunner). Each builder and runner gets one summary line: the whole tuning time, split into the
+build phase (the builder's own time: MetaSchedule calls build() and waits), the run phase (the time
+it waits for the runner's results) and search (the rest: the search strategy, the cost model,
+MetaSchedule's own work); the run phase per candidate beside the evaluator's own time (the
+time_evaluator calls, timed in the measuring process: with several GPUs, their sum over the GPUs
+used) and the run phase over it (the goal on the GPU: 1.3x at most); the candidates built and failed
+(each failure's reason counted: LocalBuilder's timeouts are "timeout"), the candidates measured, and
+the best latency found. Then lines of ratios. jitflow builds into a fresh cache folder (every
+candidate a miss). numpy's random state is seeded with the seed (jitflow.meta_schedule.seeded) and
+"random" is RandomModel(seed=...), so every pairing draws the same first round. The runners' processes
+are started before the clock (LocalRunner's constructor waits for its worker; Runner.wait_ready()).
+The first line names the machine, its cores and the load average, which on a shared machine moves
+every figure. MetaSchedule's one-time start-up in the process (importing TVM's tensor intrinsics,
+which its schedule rules need) is done first and reported on its own line, so that it does not land
+in the first builder's search time.
 """
 from __future__ import annotations
 
@@ -36,70 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-#: MetaSchedule's run time for a candidate that failed to build or run (1e10 s)
-FAILED_RUN = 1e9
-
-
-def _timed_builder(ms, inner, clock: dict):
-    """`inner`, with its time added to clock['build'] and each result counted (built, failed, why)."""
-    from tvm.ir.utils import derived_object
-
-    @derived_object
-    class TimedBuilder(ms.builder.PyBuilder):
-        def build(self, build_inputs):
-            start = time.perf_counter()
-            try:
-                results = inner.build(build_inputs)
-            finally:
-                clock["build"] += time.perf_counter() - start
-            for result in results:
-                if result.error_msg:
-                    clock["failed"][_reason(result.error_msg)] += 1
-                else:
-                    clock["built"] += 1
-            return results
-
-    return TimedBuilder()
-
-
-def _reason(message: str) -> str:
-    """A build error's reason, short: "timeout", else the error's last line (a traceback's own)."""
-    if "timeout" in message.lower() or "timed out" in message.lower():
-        return "timeout"
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else "no message")[:120]
-
-
-def _timed_runner(ms, inner, clock: dict):
-    """`inner`, with the time spent waiting for its results added to clock['run']."""
-    from tvm.ir.utils import derived_object
-
-    @derived_object
-    class TimedFuture(ms.runner.PyRunnerFuture):
-        def __init__(self, future):
-            super().__init__()
-            self.future = future
-
-        def done(self):
-            return self.future.done()
-
-        def result(self):
-            start = time.perf_counter()
-            try:
-                return self.future.result()
-            finally:
-                clock["run"] += time.perf_counter() - start
-
-    @derived_object
-    class TimedRunner(ms.runner.PyRunner):
-        def run(self, runner_inputs):
-            start = time.perf_counter()
-            futures = inner.run(runner_inputs)
-            clock["run"] += time.perf_counter() - start
-            return [TimedFuture(f) for f in futures]
-
-    return TimedRunner()
-
+from tune_harness import FAILED_RUN, RunnerUnderTest, reason, timed_builder, timed_runner  # noqa: E402
 
 def _builder(ms, name: str, workers: int, cache: str, timeout: float):
     if name == "local":
@@ -119,25 +66,36 @@ def _target(args):
     return tvm.target.Target({"kind": "llvm", "num-cores": args.workers})
 
 
-def tune_once(name: str, args) -> dict:
-    """One tune_tir with builder `name` ("jitflow" or "local"): its clock and counts."""
+def _evaluator_config(ms, args):
+    return ms.runner.EvaluatorConfig(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
+
+
+def tune_once(name: str, args, runner_name: str = "local") -> dict:
+    """One tune_tir with builder `name` ("jitflow" or "local") and runner `runner_name`: its clock and counts."""
     from tvm.s_tir import meta_schedule as ms
 
     import kernels
+    from jitflow.meta_schedule import seeded
 
     clock = {"build": 0.0, "run": 0.0, "built": 0, "failed": collections.Counter()}
     cache = tempfile.mkdtemp(prefix="tune-bench-cache-")
     work = tempfile.mkdtemp(prefix=f"tune-bench-{name}-")
     target = _target(args)
-    builder = _timed_builder(ms, _builder(ms, name, args.workers, cache, args.timeout), clock)
-    runner = _timed_runner(ms, ms.runner.LocalRunner(), clock)
+    builder = timed_builder(ms, _builder(ms, name, args.workers, cache, args.timeout), clock)
+    under_test = RunnerUnderTest(ms, runner_name, _evaluator_config(ms, args))
+    runner = timed_runner(ms, under_test.runner, clock)
+    cost_model = ms.cost_model.RandomModel(seed=args.seed) if args.cost_model == "random" else args.cost_model
     workload = kernels.matmul(args.n)["main"]
     start = time.perf_counter()
-    db = ms.tune_tir(workload, target, work, max_trials_global=args.trials, num_trials_per_iter=args.per_iter,
-                     builder=builder, runner=runner, seed=args.seed, cost_model=args.cost_model,
-                     strategy=args.strategy)
+    with seeded(args.seed):
+        db = ms.tune_tir(workload, target, work, max_trials_global=args.trials, num_trials_per_iter=args.per_iter,
+                         builder=builder, runner=runner, seed=args.seed, cost_model=cost_model,
+                         strategy=args.strategy, num_tuning_cores=args.tuning_cores)
     clock["total"] = time.perf_counter() - start
     clock["search"] = clock["total"] - clock["build"] - clock["run"]
+    clock["evaluator"], clock["devices"], clock["runner"] = (under_test.evaluator_seconds(), under_test.devices,
+                                                             under_test.label)
+    under_test.close()
     means = [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in db.get_all_tuning_records() if r.run_secs]
     measured = [m for m in means if m < FAILED_RUN]
     clock["measured"], clock["best"], clock["work"] = len(measured), min(measured, default=None), work
@@ -146,13 +104,19 @@ def tune_once(name: str, args) -> dict:
 
 
 def summary(name: str, c: dict, trials: int) -> str:
-    """One line: the builder's total, build, run and search time, candidates, and the best latency."""
+    """One line: the builder's and runner's total, build, run and search time, the run phase against the
+    evaluator's own time, candidates, and the best latency."""
     label = "LocalBuilder" if name == "local" else "jitflow builder"
     failed = sum(c["failed"].values())
     why = "; ".join(f"{n} {reason}" for reason, n in c["failed"].most_common(3))
     best = f"{1e6 * c['best']:.1f} us" if c["best"] is not None else "none (no candidate measured)"
-    return (f"{label}: {trials} trials, total {c['total']:.1f} s = build {c['build']:.1f} s + run {c['run']:.1f} s "
-            f"+ search {c['search']:.1f} s; {c['built'] + failed} candidates: {c['built']} built, {failed} failed"
+    timed = max(c["measured"], 1)
+    own = c["evaluator"] / c["devices"]          # the evaluator's time as the wall clock sees it
+    ratio = f"{c['run'] / own:.2f}x of it" if own > 0 else "no evaluator time"
+    return (f"{label} x {c['runner']}: {trials} trials, total {c['total']:.1f} s = build {c['build']:.1f} s + run "
+            f"{c['run']:.1f} s + search {c['search']:.1f} s; run phase {1000 * c['run'] / timed:.0f} ms a candidate, "
+            f"the evaluator's own {1000 * own / timed:.0f} ms ({ratio}, overhead {1000 * (c['run'] - own) / timed:.0f} "
+            f"ms a candidate); {c['built'] + failed} candidates: {c['built']} built, {failed} failed"
             + (f" ({why})" if why else "") + f", {c['measured']} measured; best {best}")
 
 
@@ -175,7 +139,7 @@ def same_candidates(args) -> None:
             start = time.perf_counter()
             results = builder.build(inputs)
             seconds = time.perf_counter() - start
-            reasons = collections.Counter(_reason(x.error_msg) for x in results if x.error_msg)
+            reasons = collections.Counter(reason(x.error_msg) for x in results if x.error_msg)
             best[name] = min(best.get(name, float("inf")), seconds)
             print(f"round {r + 1}: {name} builder, {len(inputs)} candidates, {args.workers} workers: {seconds:.2f} s "
                   f"({1000 * seconds / len(inputs):.1f} ms each, {sum(reasons.values())} failed"
@@ -186,6 +150,54 @@ def same_candidates(args) -> None:
     if "local" in best and "jitflow" in best:
         print(f"build phase, minimum of {args.rounds}: LocalBuilder {best['local']:.2f} s, jitflow {best['jitflow']:.2f} s: "
               f"{best['jitflow'] / best['local']:.2f} of LocalBuilder's time")
+
+
+def compare_runners(args) -> None:
+    """The candidates of one tuning run, built once, timed by each runner in turn (rounds interleaved):
+    the per-candidate ratio of their times and of the best latencies (the same numbers, within noise)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    folder = tune_once("jitflow", args, args.runners.split(",")[0])["work"]
+    target = _target(args)
+    records = ms.database.JSONDatabase(work_dir=folder).get_all_tuning_records()
+    candidates = [r.as_measure_candidate() for r in records]
+    cache = tempfile.mkdtemp(prefix="tune-bench-cache-")
+    built = _builder(ms, "jitflow", args.workers, cache, args.timeout).build(
+        [ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
+    kind = "cuda" if args.cuda else "cpu"          # the device type MetaSchedule hands its runner
+    inputs = [ms.runner.RunnerInput(b.artifact_path, kind, c.args_info) for b, c in zip(built, candidates)
+              if b.error_msg is None]
+    names = args.runners.split(",")
+    times: dict[str, list[list[float]]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        for name in names:
+            under_test = RunnerUnderTest(ms, name, _evaluator_config(ms, args))
+            start = time.perf_counter()
+            results = [f.result() for f in under_test.runner.run(inputs)]
+            seconds = time.perf_counter() - start
+            means = [sum(float(x) for x in res.run_secs) / len(res.run_secs) if res.run_secs else float("nan")
+                     for res in results]
+            times[name].append(means)
+            print(f"round {r + 1}: {under_test.label}, {len(inputs)} candidates: {seconds:.2f} s, evaluator "
+                  f"{under_test.evaluator_seconds():.2f} s; best {1e6 * min(means):.1f} us; "
+                  f"{sum(1 for res in results if res.error_msg)} failed", flush=True)
+            under_test.close()
+    if len(names) == 2:
+        import statistics
+
+        a, b = ([min(col) for col in zip(*times[n])] for n in names)        # each candidate's best over rounds
+        ratios = sorted(x / y for x, y in zip(a, b) if x == x and y == y and y > 0)
+        if not ratios:
+            print(f"{names[0]} / {names[1]}: no candidate was timed by both (see the failures above)")
+        else:
+            print(f"{names[0]} / {names[1]}, the same {len(ratios)} candidates (each its best of {args.rounds} rounds): "
+                  f"median {statistics.median(ratios):.3f}x, from {ratios[0]:.3f}x to {ratios[-1]:.3f}x; best latency "
+                  f"{1e6 * min(a):.1f} us against {1e6 * min(b):.1f} us: {min(a) / min(b):.3f}x")
+    for b in built:
+        if b.artifact_path:
+            shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+    for path in (cache, folder):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def machine(args) -> str:
@@ -237,6 +249,14 @@ def main() -> None:
                         help="with --same-candidates: build the candidates of these MetaSchedule work folders "
                              "(comma-separated) instead of tuning first")
     parser.add_argument("--timeout", type=float, default=30.0, help="each builder's per-candidate timeout (s)")
+    parser.add_argument("--runners", default="jitflow,local",
+                        help="which runners, in this order: jitflow (every GPU), jitflow:N (the first N), local")
+    parser.add_argument("--compare-runners", action="store_true",
+                        help="the candidates of one tuning timed by each of --runners")
+    parser.add_argument("--tuning-cores", type=int, default=1, help="num_tuning_cores (1: the same draws each run)")
+    parser.add_argument("--number", type=int, default=3, help="EvaluatorConfig.number (LocalRunner's default)")
+    parser.add_argument("--repeat", type=int, default=1, help="EvaluatorConfig.repeat")
+    parser.add_argument("--min-repeat-ms", type=int, default=100, help="EvaluatorConfig.min_repeat_ms")
     args = parser.parse_args()
     os.environ["JITFLOW_PROGRESS"] = "0"
     if args.cuda:
@@ -247,7 +267,8 @@ def main() -> None:
     else:
         what = (f"{kind} tune_tir of a {args.n}^3 float32 matmul: {args.trials} trials ({args.per_iter} a round), "
                 f"{args.workers} build workers, seed {args.seed}, cost model {args.cost_model}, {args.strategy} "
-                "search, LocalRunner")
+                f"search, {args.tuning_cores} tuning core(s), runners {args.runners}, evaluator number {args.number} "
+                f"repeat {args.repeat} min_repeat_ms {args.min_repeat_ms}")
     print(f"{what}; {machine(args)}; load average {os.getloadavg()[0]:.1f}", flush=True)
     start = time.perf_counter()
     import tvm.s_tir.tensor_intrin  # noqa: F401  (MetaSchedule's rules import them once per process)
@@ -257,19 +278,42 @@ def main() -> None:
     if args.same_candidates:
         same_candidates(args)
         return
+    if args.compare_runners:
+        compare_runners(args)
+        return
     clocks = {}
     for name in args.builders.split(","):
-        try:
-            clocks[name] = tune_once(name, args)
-        except Exception as exc:  # noqa: BLE001 - one builder's failure does not hide the other's figures
-            print(f"{name} builder: the tuning run failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
-                  flush=True)
-            continue
-        print(summary(name, clocks[name], args.trials), flush=True)
-    if "local" in clocks and "jitflow" in clocks:
-        ours, theirs = clocks["jitflow"], clocks["local"]
-        print(f"jitflow / LocalBuilder: total {ours['total'] / theirs['total']:.2f}x, build phase "
-              f"{ours['build'] / max(theirs['build'], 1e-9):.2f}x; load average at the end {os.getloadavg()[0]:.1f}")
+        for runner in args.runners.split(","):
+            try:
+                clocks[name, runner] = tune_once(name, args, runner)
+            except Exception as exc:  # noqa: BLE001 - one pairing's failure does not hide the others' figures
+                print(f"{name} builder x {runner} runner: the tuning run failed: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:300]}", flush=True)
+                continue
+            print(summary(name, clocks[name, runner], args.trials), flush=True)
+            shutil.rmtree(clocks[name, runner]["work"], ignore_errors=True)
+    ratios(clocks, args)
+
+
+def ratios(clocks: dict, args) -> None:
+    """Lines of ratios: jitflow's builder over LocalBuilder (per runner), each runner over the first (per builder)."""
+    runners, builders = args.runners.split(","), args.builders.split(",")
+    for runner in runners:
+        if ("local", runner) in clocks and ("jitflow", runner) in clocks:
+            ours, theirs = clocks["jitflow", runner], clocks["local", runner]
+            print(f"jitflow / LocalBuilder ({ours['runner']}): total {ours['total'] / theirs['total']:.2f}x, "
+                  f"build phase {ours['build'] / max(theirs['build'], 1e-9):.2f}x")
+    for builder in builders:
+        first = clocks.get((builder, runners[0]))
+        for runner in runners[1:]:
+            other = clocks.get((builder, runner))
+            if first is None or other is None:
+                continue
+            best = (f"{first['best'] / other['best']:.3f}x" if first["best"] and other["best"] else "not measured")
+            print(f"{first['runner']} / {other['runner']} ({builder} builder): run phase "
+                  f"{first['run'] / max(other['run'], 1e-9):.2f}x, total {first['total'] / other['total']:.2f}x, "
+                  f"best latency {best}")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

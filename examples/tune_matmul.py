@@ -7,13 +7,15 @@ export it as a shipped library.
     python examples/tune_matmul.py --work-dir tune-logs       # resume the tuning recorded there
 
 Needs the tune extra (pip install 'jitflow[tune]'). Each run tunes into a new work folder with the same
-seed and one search thread, so it draws the same candidates: run it twice (64 trials: one round of the
-search) and the second run builds nothing, every candidate a cache hit (`jitflow cache stats`). Past
-the first round the cost model ranks candidates by the times measured, which differ between runs,
-and those rounds draw new candidates. `--tuning-cores N` searches on N threads,
-whose draws vary from run to run (most candidates repeat, not all); `--seed -1` draws anew each run;
-`--work-dir` resumes a database, which goes on to new candidates (those are built). `jitflow cache ls`
-lists the entries as `matmul candidate <id>` (`<function> candidate <id>`). docs/tuning.md says more.
+seed (the search's and, through jitflow.meta_schedule.seeded, the cost model's) and one search thread,
+so it draws the same candidates: run it twice (64 trials: one round of the search) and the second run
+builds nothing, every candidate a cache hit (`jitflow cache stats`). Past the first round the search
+starts from the candidates measured so far, ordered by their times, which differ between runs: those
+rounds draw new candidates. `--tuning-cores N` searches on N threads, whose draws vary from run to run
+(most candidates repeat, not all); `--seed -1` draws anew each run; `--work-dir` resumes a database,
+which goes on to new candidates (those are built). The candidates are timed by
+jitflow.meta_schedule.Runner (on every GPU of one model with --cuda). `jitflow cache ls` lists the
+entries as `matmul candidate <id>` (`<function> candidate <id>`). docs/tuning.md says more.
 """
 import argparse
 import os
@@ -26,7 +28,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
 
 import jitflow
-from jitflow.meta_schedule import Builder
+from jitflow.meta_schedule import Builder, Runner, seeded
 
 N = 256
 
@@ -61,15 +63,18 @@ def main() -> None:
         target = tvm.target.Target({"kind": "llvm", "num-cores": cores})
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="tune-matmul-")
     start = time.perf_counter()
-    database = ms.tune_tir(matmul, target, work_dir, max_trials_global=args.trials,
-                           builder=Builder(jobs=args.jobs, backend=args.backend, timeout_s=30),
-                           runner=ms.runner.LocalRunner(), seed=None if args.seed < 0 else args.seed,
-                           num_tuning_cores=args.tuning_cores)
+    seed = None if args.seed < 0 else args.seed
+    runner = Runner()
+    with seeded(seed):          # the cost model's draws too: MetaSchedule's seed does not reach them
+        database = ms.tune_tir(matmul, target, work_dir, max_trials_global=args.trials,
+                               builder=Builder(jobs=args.jobs, backend=args.backend, timeout_s=30),
+                               runner=runner, seed=seed, num_tuning_cores=args.tuning_cores)
+    runner.close()
     print(f"tuned {args.trials} trials in {time.perf_counter() - start:.1f} s (records in {work_dir})")
     sch = ms.tir_integration.compile_tir(database, matmul, target)
     if sch is None:
         raise SystemExit("no candidate was measured: see the logs in " + work_dir)
-    exe = jitflow.compile(sch.mod, target)          # the best candidate: a cache hit, built while tuning
+    exe = jitflow.compile(sch.mod, target)          # the target tuned for: the library measured, a cache hit
     exe.build()
     print(f"best candidate: {exe.build_info}")
     a, b = np.random.rand(N, N).astype("float32"), np.random.rand(N, N).astype("float32")

@@ -29,10 +29,16 @@ class ToolMissingError(JitflowError):
     """A tool or Python package the build needs is not installed."""
 
 
+#: characters of a compiler's command a message quotes; the whole command is kept beside the source
+COMMAND_CHARS = 400
+
+
 class CompileError(JitflowError):
     """A compiler (zig cc, NVRTC, nvfatbin, nvcc) failed.
 
-    Carries the command (or API call), the compiler's log and the path of the kept source.
+    Carries the command (or API call), the compiler's log and the path of the kept source. The
+    message quotes the command's first COMMAND_CHARS characters (a CPU level's flags run to
+    kilobytes); where the sources were kept, the whole command is in `command_path` beside them.
     """
 
     def __init__(self, tool: str, command: Sequence[str] | str, log: str,
@@ -41,37 +47,59 @@ class CompileError(JitflowError):
         self.command = command if isinstance(command, str) else " ".join(str(c) for c in command)
         self.log = log
         self.source_path = Path(source_path) if source_path else None
-        lines = [f"{tool} failed.", f"  command: {self.command}"]
+        self.command_path: Path | None = None
+        super().__init__(self._text())
+
+    def _headline(self) -> str:
+        return f"{self.tool} failed."
+
+    def _command_text(self) -> str:
+        if len(self.command) <= COMMAND_CHARS:
+            return self.command
+        whole = f"the whole command in {self.command_path}" if self.command_path else "cut here"
+        return f"{self.command[:COMMAND_CHARS]} ... ({len(self.command)} characters; {whole})"
+
+    def _text(self) -> str:
+        lines = [self._headline(), f"  command: {self._command_text()}"]
         if self.source_path:
             lines.append(f"  source kept at: {self.source_path}")
         lines.append("  log:")
-        lines.extend("    " + ln for ln in (log.strip() or "(empty)").splitlines()[-60:])
-        super().__init__("\n".join(lines))
+        lines.extend("    " + ln for ln in (self.log.strip() or "(empty)").splitlines()[-60:])
+        return "\n".join(lines)
 
-    def with_source(self, source_path: Path | str | None) -> CompileError:
-        """The same error (same class and details) pointing at the source where it is kept now, the
-        build folder being gone; None when it could not be kept."""
+    def with_source(self, source_path: Path | str | None, command_path: Path | str | None = None) -> CompileError:
+        """The same error (same class and details) pointing at the source where it is kept now (and the
+        file holding the whole command), the build folder being gone; None when it could not be kept."""
         new = type(self).__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.source_path = Path(source_path) if source_path else None
-        text = self.args[0] if self.args else ""
-        if self.source_path is not None:
-            where = str(new.source_path) if new.source_path else "(could not be kept)"
-            text = text.replace(f"  source kept at: {self.source_path}", f"  source kept at: {where}")
-        new.args = (text,)
+        new.command_path = Path(command_path) if command_path else None
+        new.args = (new._text(),)
         return new
 
 
 class BuildTimeoutError(CompileError):
     """A build ran past its time limit (build_all's or Executable.build's `timeout_s`): the compiler
-    running then was killed, and nothing was stored. Carries what CompileError carries."""
+    running then was killed, and nothing was stored. Carries what CompileError carries. The message's
+    first line says what ran out of time, at which limit, where its source is kept and how to raise
+    the limit; the command and the log follow."""
 
     def __init__(self, tool: str, command: Sequence[str] | str, log: str, source_path: Path | str | None = None,
                  timeout_s: float | None = None, killed: bool = True) -> None:
-        limit = f"{timeout_s:g} s" if timeout_s is not None else "its time limit"
-        what = "killed" if killed else "ended after it"
-        super().__init__(f"{tool} (past the build's time limit of {limit}, {what})", command, log, source_path)
         self.timeout_s = timeout_s
+        self.killed = killed
+        super().__init__(tool, command, log, source_path)
+
+    def _headline(self) -> str:
+        limit = f"{self.timeout_s:g} s" if self.timeout_s is not None else "its time limit"
+        if self.killed:
+            what = f"{self.tool} was killed at the build's time limit of {limit}"
+        else:
+            what = (f"{self.tool} ran past the build's time limit of {limit} (it cannot be interrupted: the build "
+                    "stopped when it ended)")
+        where = f"; source kept at {self.source_path}" if self.source_path else ""
+        return (f"{what}{where}; to allow more, raise timeout_s (Builder(timeout_s=...), build_all(timeout_s=...), "
+                "exe.build(timeout_s=...); None: no limit).")
 
 
 class BuildProcessDiedError(JitflowError):
@@ -109,14 +137,16 @@ class HostCodeError(CompileError):
     def __init__(self, construct: str, functions: Sequence[str], tool: str = "jitflow's C host IR pass",
                  command: Sequence[str] | str = "", log: str = "", source_path: Path | str | None = None,
                  advice: str | None = None) -> None:
-        super().__init__(tool, command, log, source_path)
         self.construct = construct
         self.functions = list(functions)
+        self.advice = advice or ("Rewrite that construct, or build this module with TVM's LLVM host "
+                                 "(tvm.compile(mod, 'llvm')); please report it to jitflow with the module.")
+        super().__init__(tool, command, log, source_path)
+
+    def _text(self) -> str:
         where = ", ".join(repr(f) for f in self.functions) or "(function not identified)"
-        advice = advice or ("Rewrite that construct, or build this module with TVM's LLVM host "
-                            "(tvm.compile(mod, 'llvm')); please report it to jitflow with the module.")
-        head = f"the C host cannot build {construct} in TIR function {where}. {advice}"
-        self.args = (f"{head}\n{self.args[0]}" if log.strip() else head,)
+        head = f"the C host cannot build {self.construct} in TIR function {where}. {self.advice}"
+        return f"{head}\n{super()._text()}" if self.log.strip() else head
 
 
 class FunctionNotFoundError(JitflowError, LookupError):

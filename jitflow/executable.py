@@ -15,7 +15,7 @@ from .cache.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError
 from .files import export_args, export_path
 from .formats import VM_KIND
-from .inputs import ir_module, pass_context
+from .inputs import ir_module, pass_context, tuned
 from .inputs.origin import caller_origin
 from .options import BuildOptions, InProcess, check_tir_pipeline, relax_pipeline_of
 from .pipeline import BuildInfo
@@ -359,6 +359,8 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     spec = resolve_target(target, cuda_toolchain.expand_archs(arch, settings.cuda_compiler), host, target_host)
     level = resolve_cpu_level(settings.cpu_level, spec.host, lambda: cpu_features.this_cpu().features,
                               machine_host(), settings.cpu_level_from)
+    if spec.kind == "c":        # a candidate tuned in this process, compiled at another CPU level: said
+        tuned.check(mod, tuned.level_name(level, spec.host))
     if pass_config is not None and not isinstance(pass_config, dict):
         raise InvalidInputError("pass_config must be a dict of TVM PassContext options")
     pass_context.check_config(pass_config)

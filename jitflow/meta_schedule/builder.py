@@ -21,6 +21,7 @@ from ..errors import InvalidInputError, ToolMissingError
 from ..executable import compile as jitflow_compile
 from ..farm import build_all
 from ..farm.result import BACKENDS
+from ..inputs import tuned
 from ..logs import already_said
 from ..targets.spec import LLVM_AS_C
 from . import artifacts, targets
@@ -95,8 +96,11 @@ class Builder(PyBuilder):
         for i, build_input in enumerate(build_inputs):
             try:
                 mod = prepared(build_input)
-                exes.append(jitflow_compile(mod, targets.checked(build_input.target), cache_dir=self.cache_dir,
-                                            name=label(mod)))
+                exe = jitflow_compile(mod, targets.checked(build_input.target), cache_dir=self.cache_dir,
+                                      name=label(mod))
+                if exe.target.kind == "c":      # a later compile of it at another CPU level is said (inputs/tuned.py)
+                    tuned.remember(exe.mod, tuned.level_name(exe.options.cpu_level, exe.target.host), exe.options.label)
+                exes.append(exe)
                 where.append(i)
             except Exception as exc:  # noqa: BLE001 - the candidate's error, reported with it
                 results[i] = BuilderResult(None, _message(type(exc).__name__, str(exc)))

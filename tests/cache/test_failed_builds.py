@@ -9,6 +9,7 @@ from conftest import run_python
 import jitflow
 from jitflow import errors
 from jitflow.cache.failed import KEEP
+from jitflow.errors import COMMAND_CHARS
 
 
 def _fail(**options):
@@ -46,3 +47,13 @@ def test_a_failed_uncached_build_leaves_nothing_in_the_temporary_folder(cache_di
     lines = run_python(code, env={"TMPDIR": str(tmp)}).stdout.splitlines()
     assert len(lines) == 3 and all(line.startswith("True ") for line in lines), lines
     assert list(tmp.iterdir()) == []
+
+
+def test_a_long_command_is_cut_in_the_message_and_kept_whole_beside_the_source(cache_dir):
+    flags = [f"--no-such-flag-{i}-{'x' * 40}" for i in range(20)]
+    err = _fail(device_options=flags)
+    command_line = next(line for line in str(err).splitlines() if line.startswith("  command: "))
+    assert len(command_line) < COMMAND_CHARS + 200 and f"({len(err.command)} characters; " in command_line
+    assert err.command_path == err.source_path.parent.parent / "command.txt"
+    assert f"the whole command in {err.command_path})" in command_line
+    assert err.command_path.read_text() == err.command + "\n" and flags[-1] in err.command

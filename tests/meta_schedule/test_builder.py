@@ -5,6 +5,7 @@ record built afterwards is a hit), artifacts that are copies, failures carrying 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 import tvm
 from conftest import module_cache
+from tuning import QUICK, STRATEGY, TARGET, candidate_hash, matmul, meta_schedule_logging, quick_runner, quick_space
 
 pytest.importorskip("psutil", reason="MetaSchedule needs the tune extra: pip install 'jitflow[tune]'")
 pytest.importorskip("cloudpickle", reason="MetaSchedule needs the tune extra: pip install 'jitflow[tune]'")
@@ -25,45 +27,11 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 import jitflow  # noqa: E402
 from jitflow.cache import counters  # noqa: E402
-from jitflow.meta_schedule import Builder  # noqa: E402
+from jitflow.meta_schedule import Builder, Runner, seeded  # noqa: E402
 from jitflow.runtime import cpu_features  # noqa: E402
 
 #: a real tuning takes a minute on 2 cores: `make test-tune` runs these (CI too), `make test` leaves them out
 pytestmark = pytest.mark.tune
-
-TARGET = {"kind": "llvm", "num-cores": 2}
-
-
-def meta_schedule_logging() -> None:
-    """Call right before tuning: MetaSchedule re-reads its logger's handlers by name when it tunes, and
-    pytest's capture handlers, attached to that logger for each test phase, have none."""
-    import logging
-
-    logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    for handler in [h for h in logger.handlers if h.get_name() is None]:
-        logger.removeHandler(handler)
-
-
-def quick_space():
-    """MetaSchedule's llvm search space with unrolling up to 64 steps and vectors up to 16 lanes (its own
-    goes to 512 and 64: megabytes of C for some candidates, seconds to build each)."""
-    rules = [r for r in ms.ScheduleRule.create("llvm") if not isinstance(r, ms.schedule_rule.ParallelizeVectorizeUnroll)]
-    rules.append(ms.schedule_rule.ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=16,
-                                                             unroll_max_steps=[0, 16, 64], unroll_explicit=True))
-    return ms.space_generator.PostOrderApply(sch_rules=rules)
-
-
-def quick_runner():
-    """MetaSchedule's LocalRunner, timing each candidate twice (its default runs each for 100 ms)."""
-    return ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=1, min_repeat_ms=0))
-
-
-#: random traces of the search space (the evolutionary search's population of 2048 is slow to breed)
-STRATEGY = "replay-trace"
-
-
-def matmul():
-    return kernels.matmul()["main"]
 
 
 def tune(work: Path, builder: Builder, target=None, trials: int = 16):
@@ -130,14 +98,65 @@ def test_the_same_search_run_again_draws_the_same_candidates_and_builds_nothing(
     after = counters.read(cache / "v1")
     assert after["builds"] == before["builds"]
     assert after["hits"] - before["hits"] == len(again.get_all_tuning_records()) == 16
-    first = {tvm_ffi_hash(r) for r in database.get_all_tuning_records()}
-    assert {tvm_ffi_hash(r) for r in again.get_all_tuning_records()} == first
+    first = {candidate_hash(r) for r in database.get_all_tuning_records()}
+    assert {candidate_hash(r) for r in again.get_all_tuning_records()} == first
 
 
-def tvm_ffi_hash(record) -> int:
-    import tvm_ffi
+def test_the_default_search_run_again_with_its_seed_draws_the_same_candidates(tmp_path, cache_dir):
+    """The evolutionary search with XGBoost's cost model, MetaSchedule's defaults (a smaller population):
+    its first round repeats when numpy's random state, which that model draws from, is seeded too."""
+    runner = Runner(evaluator_config=QUICK)
 
-    return tvm_ffi.structural_hash(record.as_measure_candidate().sch.mod)
+    def run(work: Path):
+        meta_schedule_logging()
+        strategy = ms.search_strategy.EvolutionarySearch(population_size=32, init_min_unmeasured=16,
+                                                         genetic_num_iters=2)
+        with seeded(7):
+            return ms.tune_tir(matmul(), tvm.target.Target(TARGET), str(work), max_trials_global=8,
+                               num_trials_per_iter=8, builder=Builder(jobs=2), runner=runner, seed=7,
+                               num_tuning_cores=1, space=quick_space(), strategy=strategy)
+
+    first = run(tmp_path / "first")
+    before = counters.read(cache_dir / "v1")
+    again = run(tmp_path / "again")
+    after = counters.read(cache_dir / "v1")
+    assert len(again.get_all_tuning_records()) == 8
+    assert {candidate_hash(r) for r in again.get_all_tuning_records()} == \
+        {candidate_hash(r) for r in first.get_all_tuning_records()}
+    assert after["builds"] == before["builds"] and after["hits"] - before["hits"] == 8
+    runner.close()
+
+
+def test_a_build_timeout_leads_with_the_limit_and_the_kept_source(cache_dir, monkeypatch):
+    from jitflow.toolchain.zig_cc import zig
+
+    def stuck(source, out, include_dirs, host, zig_cache, local_cache=None, cpu=None, extra=(), deadline=None):
+        return zig.Job(["-c", str(source)], cwd=out.parent, zig_cache=zig_cache, source=source,
+                       local_cache=local_cache, direct=["sleep", "600"])
+
+    monkeypatch.setattr(zig, "compile_object", stuck)          # forked build workers inherit it
+    candidate = ms.builder.BuilderInput(kernels.axpb(4200.0), tvm.target.Target(TARGET))
+    [result] = Builder(jobs=2, timeout_s=2).build([candidate])
+    first = result.error_msg.splitlines()[0]
+    assert first.startswith("jitflow.meta_schedule.Builder: BuildTimeoutError: zig cc was killed at the build's "
+                            "time limit of 2 s; source kept at ")
+    kept = Path(first.split("source kept at ")[1].split(";")[0])
+    assert kept.name == "host.c" and kept.is_file() and kept.parents[2] == cache_dir / "v1" / "failed"
+    assert "raise timeout_s (Builder(timeout_s=...)" in first
+
+
+def test_compiling_a_tuned_candidate_at_another_cpu_level_says_so(tuned, caplog):
+    _cache, database, target, _builder = tuned
+    sch = ms.tir_integration.compile_tir(database, matmul(), target)
+    said = "which jitflow.meta_schedule.Builder built and MetaSchedule measured at CPU level x86-64"
+    caplog.set_level(logging.INFO, "jitflow")
+    jitflow.compile(sch.mod, target)                                    # the target tuned for: nothing said
+    jitflow.compile(sch.mod, "c")                                       # its level too (the baseline)
+    assert not [r for r in caplog.records if said in r.getMessage()]
+    jitflow.compile(sch.mod, {"kind": "llvm", "mcpu": "x86-64-v3"})
+    [warning] = [r for r in caplog.records if said in r.getMessage()]
+    assert warning.levelno == logging.WARNING and "compiled now at x86-64-v3" in warning.getMessage()
+    assert "main candidate " in warning.getMessage()
 
 
 def test_artifacts_are_copies_in_folders_of_their_own_and_removing_them_keeps_the_cache(tuned):
