@@ -161,8 +161,9 @@ def test_jitflow_holds_at_most_ten_top_level_modules():
 
 #: the most lines one module may have: past it a module does more than one job
 MAX_MODULE_LINES = 400
-#: the most modules a folder of jitflow may hold directly (its __init__ counted)
-MAX_FOLDER_MODULES = {"toolchain": 8}
+#: the most modules a folder of jitflow may hold directly (its __init__ counted): the rest lives in
+#: rooms of the folder, one job each
+MAX_FOLDER_MODULES = {"toolchain": 8, "cache": 8}
 #: the module names of zig's C toolchain and of the CUDA compilers: no folder holds both kinds
 ZIG_MODULES = re.compile(r"^(zig\w*|cc1_batch|compile_batch|probe_memo|object_cache|host_libs|builtins_c|link)\.py$")
 CUDA_MODULES = re.compile(r"^(nvrtc|nvcc|nvjitlink|device_compiler|fatbin_build|cuda_\w+|cccl_shim|ptx_floor)\.py$")
@@ -174,16 +175,44 @@ def test_no_module_is_over_400_lines():
     assert long == {}, "split these at a seam of their own"
 
 
-def test_the_toolchain_keeps_the_c_toolchain_and_the_cuda_compilers_in_rooms_of_their_own():
+def test_the_crowded_folders_keep_their_modules_in_rooms():
     for folder, most in MAX_FOLDER_MODULES.items():
         modules = sorted(p.name for p in (PACKAGE / folder).glob("*.py"))
         assert len(modules) <= most, f"jitflow/{folder} holds {len(modules)} modules: {modules}"
+
+
+def test_the_toolchain_keeps_the_c_toolchain_and_the_cuda_compilers_in_rooms_of_their_own():
     for folder in {p.parent for p in (PACKAGE / "toolchain").rglob("*.py")}:
         names = [p.name for p in folder.glob("*.py")]
         zig, cuda = [n for n in names if ZIG_MODULES.match(n)], [n for n in names if CUDA_MODULES.match(n)]
         assert not (zig and cuda), f"{folder.relative_to(ROOT)} mixes zig's {zig} with the CUDA compilers' {cuda}"
     assert {p.name for p in (PACKAGE / "toolchain" / "zig_cc").glob("zig*.py")} >= {"zig.py", "zig_cache.py"}
     assert (PACKAGE / "toolchain" / "cuda" / "nvrtc.py").is_file()
+
+
+def cache_rooms() -> list[list[str]]:
+    """The tiers of the README's order inside the cache ("**Cache order**"), first to last: a room
+    (key, store, ...) or a module of jitflow/cache itself (door, readonly, ...)."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"\*\*Cache order\*\*[^`]*`([^`]+)`", text)
+    assert match, "README.md has no **Cache order** line in its layout section"
+    return [[name.strip() for name in tier.split(",")] for tier in match.group(1).split("<")]
+
+
+def _cache_room(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_the_cache_rooms_import_in_their_order():
+    tier_of = {name: i for i, tier in enumerate(cache_rooms()) for name in tier}
+    inside = {m: {b for b in targets if b.startswith("jitflow.cache.")} for m, targets in import_graph().items()
+              if m == "jitflow.cache" or m.startswith("jitflow.cache.")}
+    present = {_cache_room(m) for m in inside}
+    assert present == set(tier_of), "the README's cache order and the cache's rooms differ"
+    upward = sorted(f"{a} -> {b}" for a, targets in inside.items() for b in targets
+                    if tier_of[_cache_room(b)] > tier_of[_cache_room(a)])
+    assert upward == []
 
 
 def folder_table() -> list[str]:

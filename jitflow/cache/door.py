@@ -19,10 +19,10 @@ from typing import Any, Mapping
 
 from ..errors import EntryRefusedError
 from ..runtime.library_file import LibraryFile
-from .disk import Cache, sha256_fd
-from .key import digest_of
-from .entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta, library_problem,
-                    meta_problem, meta_text, open_file)
+from .store.disk import Cache, sha256_fd
+from .key.key import digest_of
+from .store.entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta,
+                          library_problem, meta_problem, meta_text, open_file)
 
 
 @dataclass
@@ -144,7 +144,7 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, 
         with cache.lock(key):
             admitted = _install(cache, key, checked.folder, meta, expect, readable)
     if admitted.installed and max_size is not None:
-        from . import admin
+        from .store import admin
 
         admin.after_publish(cache, key, max_size)
     return admitted

@@ -18,9 +18,9 @@ from ..options import BuildOptions
 from ..runtime.library_file import LibraryFile
 from ..targets import TargetSpec
 from . import door
-from .disk import Cache
-from .entry import label, target_text
-from .key import CacheKey
+from .store.disk import Cache
+from .store.entry import label, target_text
+from .key.key import CacheKey
 
 log = logging.getLogger("jitflow")
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ..cache import location
-from ..cache.disk import Cache
+from ..cache.store import location
+from ..cache.store.disk import Cache
 from ..errors import CacheError, EntryRefusedError, InvalidInputError, JitflowError, RemoteEntryError, ToolMissingError
 from . import request, worker
 from .result import BuildResult, failed
@@ -140,7 +140,7 @@ def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str], timeout_s: float
 def _record(exe: Any, outcome: str) -> None:
     """Record a key the cluster obtained for this process (its workers record nothing: request.py)."""
     if exe.settings.record is not None:
-        from ..cache import record
+        from ..cache.deploy import record
 
         cache = _cache_of(exe)
         record.obtained(exe.settings.record, exe.key, cache.read_meta(exe.key) or {}, outcome, cache.folder,
@@ -152,7 +152,7 @@ def _install(exe: Any, reply: dict[str, Any]) -> None:
     sha256, then the checks of a lookup against the key's inputs, then published under the key's
     lock with the size cap kept), or check that it is there when the worker shared this cache."""
     from ..cache import door
-    from ..cache.shared import entry_format
+    from ..cache.wire import entry_format
 
     key = exe.cache_key
     cache = _cache_of(exe)

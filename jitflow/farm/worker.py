@@ -1,6 +1,6 @@
 """A build farm worker's side of one request: rebuild the Executable, recompute its key, refuse a
 key other than the caller's, build (or find) the library in this worker's own cache, and hand the
-entry back as bytes whose every file carries its sha256 (cache/shared/entry_format.py).
+entry back as bytes whose every file carries its sha256 (cache/wire/entry_format.py).
 
 One build at a time per worker: the Executable's settings say one compiler (build_jobs=1, set where
 the request is read: request.executable), and the build forks nothing; the process's environment is
@@ -22,9 +22,9 @@ MAX_ENTRY_BYTES = 1 << 30
 def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
     """Build one request (request.py); returns plain data: ok, outcome, the entry's bytes or
     in_place, or the error and its type (refused: the key differed)."""
-    from ..cache import key_diff
-    from ..cache.entry import as_json
-    from ..cache.shared import entry_format
+    from ..cache.key import key_diff
+    from ..cache.store.entry import as_json
+    from ..cache.wire import entry_format
 
     start = time.perf_counter()
     reply: dict[str, Any] = {"ok": False, "node": socket.gethostname(), "refused": False}

@@ -30,9 +30,9 @@ from ...errors import EntryRefusedError, RemoteEntryError
 from ...logs import warn_once
 from ...runtime.library_file import LibraryFile
 from .. import door
-from ..disk import Cache
-from ..entry import FORMAT_VERSION
-from . import entry_format
+from ..store.disk import Cache
+from ..store.entry import FORMAT_VERSION
+from ..wire import entry_format
 from .backend import RemoteBackend, open_backend
 from .stats import count, persist_at_exit
 

@@ -11,8 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import CompileError, UntrustedFolderError
-from ..files import folder_trust
+from ...errors import CompileError, UntrustedFolderError
+from ...files import folder_trust
 from .entry import SOURCES
 
 log = logging.getLogger("jitflow")

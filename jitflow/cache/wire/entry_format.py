@@ -19,7 +19,8 @@ from typing import Any
 from ...errors import RemoteEntryError
 from ...formats import bounded_json
 from ..door import outgoing
-from ..entry import FORMAT_VERSION, LIBRARY, META_MAX_BYTES, META_MAX_DEPTH, SOURCES, library_problem, meta_shape_problem
+from ..store.entry import (FORMAT_VERSION, LIBRARY, META_MAX_BYTES, META_MAX_DEPTH, SOURCES, library_problem,
+                           meta_shape_problem)
 
 MAGIC = b"JFSE"
 MAC_SIZE = 32

@@ -26,7 +26,7 @@ from redis_server import RedisServer, free_port, redis_missing, required_in_ci
 import jitflow
 from jitflow import logs
 from jitflow.cache.shared import backend
-from jitflow.cache.shared import entry_format as remote_entry
+from jitflow.cache.wire import entry_format as remote_entry
 from jitflow.cache.shared import stats as remote_cache
 from jitflow.cache.shared import tier as remote_tier
 from jitflow.config import RemoteSettings
