@@ -215,6 +215,42 @@ def test_the_cache_rooms_import_in_their_order():
     assert upward == []
 
 
+#: the module that writes and reads the bytes an entry travels as, and the per-key lock's: the door
+#: (and the store, for the lock) keeps them; every other module asks the door
+WIRE_FORMAT = "jitflow.cache.wire.entry_format"
+LOCK = "jitflow.cache.store.key_lock"
+
+
+def test_only_the_door_encodes_entries_and_only_the_store_takes_their_locks():
+    graph = import_graph()
+    wire = sorted(m for m, targets in graph.items() if WIRE_FORMAT in targets)
+    lock = sorted(m for m, targets in graph.items() if LOCK in targets)
+    assert wire == ["jitflow.cache.door"], "ask the door: door.entry_bytes / door.install_bytes"
+    assert lock and all(m.startswith("jitflow.cache.store.") for m in lock), lock
+    outside = sorted(f"{m} -> {b}" for m, targets in graph.items() if not m.startswith("jitflow.cache")
+                     for b in targets & {WIRE_FORMAT, LOCK})
+    assert outside == []
+
+
+#: what moves an entry into or out of the store, or holds it there: the farm asks the door instead
+STORE_MOVES = {"admit", "outgoing", "check_folder", "publish", "staging", "lock", "lookup", "entry_dir"}
+
+
+def calls_of(source: str) -> set[str]:
+    """The names `source` calls, bare (f()) or as an attribute (x.f())."""
+    return {node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            and isinstance(node.func, (ast.Attribute, ast.Name))}
+
+
+def test_the_farms_entries_cross_into_and_out_of_the_cache_through_the_door_only():
+    farm = {p.relative_to(ROOT).as_posix(): calls_of(p.read_text()) for p in (PACKAGE / "farm").rglob("*.py")}
+    moves = {name: sorted(calls & STORE_MOVES) for name, calls in farm.items() if calls & STORE_MOVES}
+    assert moves == {}, "ask the door (door.install_bytes, door.entry_bytes)"
+    assert "install_bytes" in farm["jitflow/farm/ray_backend.py"] and "entry_bytes" in farm["jitflow/farm/worker.py"]
+    assert calls_of("cache.lookup(k); door.admit(c, k); f(x)") == {"lookup", "admit", "f"}
+
+
 def folder_table() -> list[str]:
     """The folders of jitflow that the README's table in "How the code is laid out" names, as paths
     relative to the repository ("jitflow/cache/shared")."""

@@ -2,7 +2,7 @@
 locks, upkeep, counters, the location rules (store/), the bytes an entry travels as between machines
 (wire/), bundles, the record and the rollout check (deploy/), and the shared tier (shared/). Here,
 where the store's users find them: the one door for entries coming from elsewhere or leaving
-(door.py: admit in, outgoing out), a read-only cache's miss
+(door.py: admit and install_bytes in, outgoing and entry_bytes out), a read-only cache's miss
 (readonly.py, miss.py) and entries loaded by label without a key (named_entry.py).
 
 `jitflow.cache.pack(out, keys=..., manifest=..., cache_dir=...)` and
