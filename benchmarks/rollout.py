@@ -30,17 +30,18 @@ from unpack import BUILD, ROOT, run, timed  # noqa: E402
 #: the Python API in a fresh interpreter, timed after its imports (argv: what, bundle, cache, [key])
 API = """
 import json, resource, sys, time
-import jitflow.cache, jitflow.cache.bundle_unpack, jitflow.cache.door, jitflow.cache.admin, jitflow.cache.location
-import jitflow.cache.counters, jitflow.cache.key_lock, jitflow.config, jitflow.doctor.checks
+import jitflow.cache, jitflow.cache.deploy.bundle_unpack, jitflow.cache.door, jitflow.config, jitflow.doctor.checks
+import jitflow.cache.store.admin, jitflow.cache.store.location, jitflow.cache.store.counters, jitflow.cache.store.key_lock
 what, bundle, cache, trust = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 if what == "check":
-    import tvm, jitflow.cache.rollout, jitflow.cache.key, jitflow.cache.registrations, jitflow.runtime.runs_here
+    import tvm, jitflow.cache.deploy.rollout, jitflow.runtime.runs_here
+    import jitflow.cache.key.key, jitflow.cache.key.registrations
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 start, c = time.perf_counter(), cpu()
 if what == "check":
-    report = jitflow.cache.rollout.check(bundle, trust=trust or None)
+    report = jitflow.cache.deploy.rollout.check(bundle, trust=trust or None)
     assert report.serves, report.to_json()
     n = len(report.entries)
 else:

@@ -39,8 +39,8 @@ print(*(exe.key for exe in exes))
 #: that unpacks at start-up)
 API = """
 import json, resource, sys, tarfile, time
-import jitflow.cache, jitflow.cache.bundle_unpack, jitflow.cache.door, jitflow.cache.admin, jitflow.cache.location
-import jitflow.cache.counters, jitflow.cache.key_lock, jitflow.config, jitflow.doctor.checks
+import jitflow.cache, jitflow.cache.deploy.bundle_unpack, jitflow.cache.door, jitflow.config, jitflow.doctor.checks
+import jitflow.cache.store.admin, jitflow.cache.store.location, jitflow.cache.store.counters, jitflow.cache.store.key_lock
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime

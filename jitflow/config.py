@@ -268,7 +268,7 @@ class Settings(NamedTuple):
     cpu_level: str | None = None        # a level's name (targets/cpu_level.py); None: the baseline
     cpu_level_from: str = "cpu_level"   # where it was given, for messages
     cache_readonly: bool = False        # lookups only: a miss is a CacheMissError (cache_enabled is then True)
-    record: Path | None = None          # where each obtained key is appended (cache/record.py); None: nowhere
+    record: Path | None = None          # where each obtained key is appended (cache/deploy/record.py); None: nowhere
 
 
 def resolve_cuda_floor(value: str | float | None = None) -> CudaVersion | None:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from . import config, pipeline
-from .cache import location
-from .cache.entry import Entry
-from .cache.key import CacheKey, cache_key
+from .cache.store import location
+from .cache.store.entry import Entry
+from .cache.key.key import CacheKey, cache_key
 from .errors import FunctionNotFoundError, InvalidInputError
 from .files import export_args, export_path
 from .formats import VM_KIND
@@ -92,7 +92,7 @@ class Executable(_tvms_executable()):
     @property
     def key(self) -> str:
         """The cache key (sha256 hex) of this module, target, options, context, environment and tools
-        (cache/key.py says what it covers). Reading it changes nothing."""
+        (cache/key/key.py says what it covers). Reading it changes nothing."""
         return self._cache_key().digest
 
     def _cache_key(self) -> CacheKey:
@@ -207,7 +207,7 @@ class Executable(_tvms_executable()):
                 self.build_info = BuildInfo(key=self.key, outcome="memory",
                                             cpu_level=level.describe() if level is not None else None)
                 if self.settings.record is not None:
-                    from .cache import record
+                    from .cache.deploy import record
 
                     record.obtained(self.settings.record, self.key, self._meta, "memory", self.settings.cache_dir,
                                     asked=self._asked.label, origin=self._asked.origin)
@@ -336,7 +336,7 @@ def compile(mod: Any, target: Any = None, *, arch: Any = None, host: str | None 
     cache: True (default JITFLOW_CACHE, else True), False (build in a temporary folder) or "readonly"
     (lookups only: a miss is a CacheMissError; nothing is built or written under the cache folder).
     record: a file each key this executable obtains is appended to, as a JSON line (default
-    JITFLOW_RECORD; cache/record.py says what a line holds); not part of the key.
+    JITFLOW_RECORD; cache/deploy/record.py says what a line holds); not part of the key.
     target_host: TVM's spelling of host= (a TVM target: "llvm -mtriple=aarch64-linux-gnu", "c").
     tir_pipeline: only TVM's "default" (None): jitflow runs the TIR pipeline registered under TVM's
     default name, which the key covers (register yours there to run it).

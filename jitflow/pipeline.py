@@ -2,7 +2,7 @@
 key -> disk cache -> shared tier -> build (builder/steps.py) -> store -> evict -> record; loading is the
 caller's. A read-only cache (JITFLOW_CACHE=readonly) stops after the shared tier: the rest of a
 miss is a CacheMissError (cache/readonly.py), and nothing is counted, touched or written under the
-cache folder. What was obtained is appended to the record when one is asked for (cache/record.py).
+cache folder. What was obtained is appended to the record when one is asked for (cache/deploy/record.py).
 
 A hit needs only the lookup: the builder, the shared tier (only where JITFLOW_REMOTE_CACHE is set)
 and the cache's admin (the size cap, after a publish) are imported where they are first used.
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .cache import counters, location
-from .cache.disk import Cache
-from .cache.entry import LIBRARY
-from .cache.key import CacheKey, module_unchanged
-from .cache.location import NullCache
+from .cache.store import counters, location
+from .cache.store.disk import Cache
+from .cache.store.entry import LIBRARY
+from .cache.key.key import CacheKey, module_unchanged
+from .cache.store.location import NullCache
 from .config import Settings
 from .errors import CacheError, CompileError, InvalidInputError, JitflowError
 from .inputs import pass_context
@@ -52,7 +52,7 @@ class BuildInfo:
 
     key: str
     outcome: str                       # "hit" (disk cache), "shared" (shared tier), "built", or "memory"
-                                       # (cache/record.py's OUTCOMES)
+                                       # (cache/deploy/record.py's OUTCOMES)
     stages: dict[str, float] = field(default_factory=dict)
     total: float = 0.0
     library: Path | None = None
@@ -154,9 +154,9 @@ def obtain(cache_key: CacheKey, mod: Any, spec: TargetSpec, settings: Settings, 
 
 
 def _record(settings: Settings, got: Obtained, options: BuildOptions) -> None:
-    """Append what was obtained to the record (cache/record.py), with the label and origin this
+    """Append what was obtained to the record (cache/deploy/record.py), with the label and origin this
     process gave it; a build that is not cached is not."""
-    from .cache import record
+    from .cache.deploy import record
 
     asked = {"asked": options.label, "origin": options.origin}
     if isinstance(got.owner, Cache):
@@ -210,7 +210,7 @@ def _build_once(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSpec, s
             shared.share()
     if info.outcome in ("built", "shared"):  # after the key's lock is released: others may load it now
         evict_start = time.perf_counter()
-        from .cache import admin
+        from .cache.store import admin
 
         admin.after_publish(cache, key, settings.cache_max_size)
         info.stages["evict"] = time.perf_counter() - evict_start
@@ -231,7 +231,7 @@ def _build_uncached(cache: NullCache, cache_key: CacheKey, mod: Any, spec: Targe
                               deadline)
                 closing = time.perf_counter()
         except CompileError as exc:
-            from .cache.failed import keep_sources
+            from .cache.store.failed import keep_sources
 
             raise keep_sources(cache.sources_root(), key, folder, exc) from None
         found = LibraryFile.open(folder / LIBRARY), dict(_with_inputs(meta, inputs), key=key)
@@ -245,7 +245,7 @@ def _build_and_store(cache: Cache, cache_key: CacheKey, mod: Any, spec: TargetSp
     """Build into a staging folder and publish it; a full disk is a CacheError that leaves nothing."""
     begun = time.perf_counter()
     from .builder.clock import Clock
-    from .cache.failed import keep_sources
+    from .cache.store.failed import keep_sources
 
     key, inputs = cache_key.digest, cache_key.inputs
     try:

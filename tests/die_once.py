@@ -29,7 +29,7 @@ def arm() -> None:
 
 
 def _die_if_armed(folder: Path, exe) -> None:
-    from jitflow.cache import location
+    from jitflow.cache.store import location
 
     key = exe.key
     for armed in sorted(folder.glob(f"{key}*")):

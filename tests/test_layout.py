@@ -161,8 +161,9 @@ def test_jitflow_holds_at_most_ten_top_level_modules():
 
 #: the most lines one module may have: past it a module does more than one job
 MAX_MODULE_LINES = 400
-#: the most modules a folder of jitflow may hold directly (its __init__ counted)
-MAX_FOLDER_MODULES = {"toolchain": 8}
+#: the most modules a folder of jitflow may hold directly (its __init__ counted): the rest lives in
+#: rooms of the folder, one job each
+MAX_FOLDER_MODULES = {"toolchain": 8, "cache": 8}
 #: the module names of zig's C toolchain and of the CUDA compilers: no folder holds both kinds
 ZIG_MODULES = re.compile(r"^(zig\w*|cc1_batch|compile_batch|probe_memo|object_cache|host_libs|builtins_c|link)\.py$")
 CUDA_MODULES = re.compile(r"^(nvrtc|nvcc|nvjitlink|device_compiler|fatbin_build|cuda_\w+|cccl_shim|ptx_floor)\.py$")
@@ -174,16 +175,80 @@ def test_no_module_is_over_400_lines():
     assert long == {}, "split these at a seam of their own"
 
 
-def test_the_toolchain_keeps_the_c_toolchain_and_the_cuda_compilers_in_rooms_of_their_own():
+def test_the_crowded_folders_keep_their_modules_in_rooms():
     for folder, most in MAX_FOLDER_MODULES.items():
         modules = sorted(p.name for p in (PACKAGE / folder).glob("*.py"))
         assert len(modules) <= most, f"jitflow/{folder} holds {len(modules)} modules: {modules}"
+
+
+def test_the_toolchain_keeps_the_c_toolchain_and_the_cuda_compilers_in_rooms_of_their_own():
     for folder in {p.parent for p in (PACKAGE / "toolchain").rglob("*.py")}:
         names = [p.name for p in folder.glob("*.py")]
         zig, cuda = [n for n in names if ZIG_MODULES.match(n)], [n for n in names if CUDA_MODULES.match(n)]
         assert not (zig and cuda), f"{folder.relative_to(ROOT)} mixes zig's {zig} with the CUDA compilers' {cuda}"
     assert {p.name for p in (PACKAGE / "toolchain" / "zig_cc").glob("zig*.py")} >= {"zig.py", "zig_cache.py"}
     assert (PACKAGE / "toolchain" / "cuda" / "nvrtc.py").is_file()
+
+
+def cache_rooms() -> list[list[str]]:
+    """The tiers of the README's order inside the cache ("**Cache order**"), first to last: a room
+    (key, store, ...) or a module of jitflow/cache itself (door, readonly, ...)."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"\*\*Cache order\*\*[^`]*`([^`]+)`", text)
+    assert match, "README.md has no **Cache order** line in its layout section"
+    return [[name.strip() for name in tier.split(",")] for tier in match.group(1).split("<")]
+
+
+def _cache_room(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_the_cache_rooms_import_in_their_order():
+    tier_of = {name: i for i, tier in enumerate(cache_rooms()) for name in tier}
+    inside = {m: {b for b in targets if b.startswith("jitflow.cache.")} for m, targets in import_graph().items()
+              if m == "jitflow.cache" or m.startswith("jitflow.cache.")}
+    present = {_cache_room(m) for m in inside}
+    assert present == set(tier_of), "the README's cache order and the cache's rooms differ"
+    upward = sorted(f"{a} -> {b}" for a, targets in inside.items() for b in targets
+                    if tier_of[_cache_room(b)] > tier_of[_cache_room(a)])
+    assert upward == []
+
+
+#: the module that writes and reads the bytes an entry travels as, and the per-key lock's: the door
+#: (and the store, for the lock) keeps them; every other module asks the door
+WIRE_FORMAT = "jitflow.cache.wire.entry_format"
+LOCK = "jitflow.cache.store.key_lock"
+
+
+def test_only_the_door_encodes_entries_and_only_the_store_takes_their_locks():
+    graph = import_graph()
+    wire = sorted(m for m, targets in graph.items() if WIRE_FORMAT in targets)
+    lock = sorted(m for m, targets in graph.items() if LOCK in targets)
+    assert wire == ["jitflow.cache.door"], "ask the door: door.entry_bytes / door.install_bytes"
+    assert lock and all(m.startswith("jitflow.cache.store.") for m in lock), lock
+    outside = sorted(f"{m} -> {b}" for m, targets in graph.items() if not m.startswith("jitflow.cache")
+                     for b in targets & {WIRE_FORMAT, LOCK})
+    assert outside == []
+
+
+#: what moves an entry into or out of the store, or holds it there: the farm asks the door instead
+STORE_MOVES = {"admit", "outgoing", "check_folder", "publish", "staging", "lock", "lookup", "entry_dir"}
+
+
+def calls_of(source: str) -> set[str]:
+    """The names `source` calls, bare (f()) or as an attribute (x.f())."""
+    return {node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            and isinstance(node.func, (ast.Attribute, ast.Name))}
+
+
+def test_the_farms_entries_cross_into_and_out_of_the_cache_through_the_door_only():
+    farm = {p.relative_to(ROOT).as_posix(): calls_of(p.read_text()) for p in (PACKAGE / "farm").rglob("*.py")}
+    moves = {name: sorted(calls & STORE_MOVES) for name, calls in farm.items() if calls & STORE_MOVES}
+    assert moves == {}, "ask the door (door.install_bytes, door.entry_bytes)"
+    assert "install_bytes" in farm["jitflow/farm/ray_backend.py"] and "entry_bytes" in farm["jitflow/farm/worker.py"]
+    assert calls_of("cache.lookup(k); door.admit(c, k); f(x)") == {"lookup", "admit", "f"}
 
 
 def folder_table() -> list[str]:

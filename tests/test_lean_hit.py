@@ -24,8 +24,9 @@ FORBIDDEN = (
     "jitflow.toolchain.zig_cc.link", "jitflow.toolchain.zig_cc.host_libs", "jitflow.toolchain.zig_cc.builtins_c",
     "jitflow.toolchain.cuda.nvrtc", "jitflow.toolchain.cuda.nvcc", "jitflow.toolchain.cuda.cccl_shim",
     "jitflow.toolchain.cuda.fatbin_build", "jitflow.toolchain.cuda.nvjitlink", "jitflow.toolchain.cuda.ptx_floor",
-    "jitflow.cache.shared.tier", "jitflow.cache.admin", "jitflow.cache.door",
-    "jitflow.cache.bundle", "jitflow.cache.bundle_format", "jitflow.cache.bundle_unpack", "jitflow.cache.miss",
+    "jitflow.cache.shared.tier", "jitflow.cache.store.admin", "jitflow.cache.door",
+    "jitflow.cache.deploy.bundle", "jitflow.cache.deploy.bundle_format", "jitflow.cache.deploy.bundle_unpack",
+    "jitflow.cache.miss",
     "jitflow.report", "jitflow.tracing",
 )
 

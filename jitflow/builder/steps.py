@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..cache.entry import Entry
+from ..cache.store.entry import Entry
 from ..config import Settings
 from ..errors import BuildTimeoutError, CompileError
 from ..formats import elf_object

@@ -1,11 +1,9 @@
-"""The cache: the key (key.py: what it covers, made in one place) and what goes into it beyond the IR
-(recipe.py: jitflow's own build code; registrations.py and lowering_rules.py: TVM registrations, with
-held_values.py and code_identity.py naming the callables registered),
-entry folders (entry.py), the disk cache (disk.py), the one way to open a cache and the location
-rules (location.py), the one door for entries coming from or going elsewhere (door.py), bundles of
-entries (bundle.py: pack, bundle_unpack.py: unpack, bundle_signature.py: who packed one), the check
-before a rollout (rollout.py), entries loaded by label without a key (named_entry.py), the sources
-of failed builds (failed.py), upkeep (admin.py) and the shared tier behind it (shared/).
+"""The cache, in rooms by job: the key and what goes into it (key/), the store on disk: entries,
+locks, upkeep, counters, the location rules (store/), the bytes an entry travels as between machines
+(wire/), bundles, the record and the rollout check (deploy/), and the shared tier (shared/). Here,
+where the store's users find them: the one door for entries coming from elsewhere or leaving
+(door.py: admit and install_bytes in, outgoing and entry_bytes out), a read-only cache's miss
+(readonly.py, miss.py) and entries loaded by label without a key (named_entry.py).
 
 `jitflow.cache.pack(out, keys=..., manifest=..., cache_dir=...)` and
 `jitflow.cache.unpack(path, cache_dir=...)` are the bundles' Python API; they are imported on first
@@ -15,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_LAZY = {"pack": "bundle", "PackResult": "bundle", "unpack": "bundle_unpack", "UnpackResult": "bundle_unpack"}
+_LAZY = {"pack": "deploy.bundle", "PackResult": "deploy.bundle", "unpack": "deploy.bundle_unpack",
+         "UnpackResult": "deploy.bundle_unpack"}
 
 
 def __getattr__(name: str) -> Any:

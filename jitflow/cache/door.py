@@ -1,10 +1,16 @@
 """The cache's one door: entries made elsewhere (the shared tier, a build farm's worker, a bundle)
 come in through admit(), and entries leave for elsewhere through outgoing().
 
+What travels as bytes (a farm worker's reply, the shared tier's entries) crosses through the same
+two: entry_bytes() is outgoing() written in the wire format (wire/entry_format.py), and
+install_bytes() reads the wire format (every file's sha256, the signature) and hands the files to
+admit(). Nothing outside the cache encodes or decodes an entry's files.
+
 admit() checks an entry as a lookup would (metadata of the right shape for this key and format, and
 the key's inputs: those the caller knows, else (a bundle) inputs whose sha256 is the key; the
-library's size and sha256; only the files an entry holds, none of them a link), then publishes it the way a build does: under the key's lock,
-by one rename from a staging folder inside the cache, unless a sound entry is there already; and
+library's size and sha256; only the files an entry holds, none of them a link), then publishes it
+the way a build does: under the key's lock, by one rename from a staging folder inside the cache,
+unless a sound entry is there already; and
 after the lock is released the size cap is kept. outgoing() reads an entry's files and checks them
 the same way before they are sent: a damaged entry never leaves.
 """
@@ -19,10 +25,11 @@ from typing import Any, Mapping
 
 from ..errors import EntryRefusedError
 from ..runtime.library_file import LibraryFile
-from .disk import Cache, sha256_fd
-from .key import digest_of
-from .entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta, library_problem,
-                    meta_problem, meta_text, open_file)
+from .store.disk import Cache, sha256_fd
+from .key.key import digest_of
+from .store.entry import (LIBRARY, META, META_MAX_BYTES, SOURCES, TRAVELLING, Entry, as_json, decode_meta,
+                          library_problem, meta_problem, meta_text, open_file)
+from .wire import entry_format
 
 
 @dataclass
@@ -117,7 +124,8 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, 
 
     source: a folder inside the cache's staging folder laid out as an entry (it is moved into place;
     a Checked one is not checked again), or {name in the entry folder: bytes} with `meta` (the shared
-    tier's and a worker's entries carry their metadata beside the files). expect: the key's inputs, when the caller knows them.
+    tier's and a worker's entries carry their metadata beside the files). expect: the key's inputs,
+    when the caller knows them.
     locked: the caller holds the key's lock already (a build's turn at the shared tier). max_size:
     the cache's cap, kept once the lock is released (None: the caller keeps it, once for many).
     readable: installed readable (never writable) by every user (Cache.publish).
@@ -144,7 +152,7 @@ def admit(cache: Cache, key: str, source: Path | Mapping[str, bytes] | Checked, 
         with cache.lock(key):
             admitted = _install(cache, key, checked.folder, meta, expect, readable)
     if admitted.installed and max_size is not None:
-        from . import admin
+        from .store import admin
 
         admin.after_publish(cache, key, max_size)
     return admitted
@@ -182,3 +190,29 @@ def outgoing(folder: Path, key: str) -> Outgoing:
         raise EntryRefusedError(f"entry {key[:12]}: {problem}; remove it with `jitflow cache prune` or rebuild it")
     assert meta is not None
     return Outgoing(key, meta, files)
+
+
+def entry_bytes(folder: Path, key: str, *, secret: str | None = None, max_bytes: int) -> bytes | None:
+    """The entry in `folder` as the bytes that travel (a worker's reply, the shared tier's upload):
+    read and checked by outgoing() (EntryRefusedError when it is damaged or gone), signed with
+    `secret` when given; sources are left out if they would pass `max_bytes`, and None is returned
+    if the library alone would."""
+    out = outgoing(folder, key)
+    return entry_format.pack(key, out.meta, out.files, secret, max_bytes)
+
+
+def install_bytes(cache: Cache, key: str, blob: bytes | None, *, secret: str | None = None,
+                  expect: dict[str, Any] | None = None, locked: bool = False,
+                  max_size: int | None = None) -> Admitted:
+    """Install `blob` (what entry_bytes() made elsewhere) as the entry of `key` in `cache`: every
+    file's sha256 and, with a secret, the signature checked (RemoteEntryError), then admit() with
+    `expect`, `locked` and `max_size` (EntryRefusedError, nothing installed). blob None: another
+    process published the entry into this cache folder (a worker sharing it): it is checked as a
+    lookup checks it, and EntryRefusedError says it is not there."""
+    if blob is None:
+        found = cache.lookup(key, expect)
+        if found is None:
+            raise EntryRefusedError(f"entry {key[:12]} is not in the cache")
+        return Admitted(found, installed=False)
+    meta, files = entry_format.unpack(blob, key, secret)
+    return admit(cache, key, files, meta, expect=expect, locked=locked, max_size=max_size)

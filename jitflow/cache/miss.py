@@ -27,10 +27,10 @@ from typing import Any
 
 from ..errors import CacheMissError
 from ..files import folder_trust
-from . import key_diff
-from .disk import DAMAGED, Cache
-from .entry import META, META_MAX_BYTES, as_json, decode_meta, label
-from .key import CacheKey
+from .key import key_diff
+from .store.disk import DAMAGED, Cache
+from .store.entry import META, META_MAX_BYTES, as_json, decode_meta, label
+from .key.key import CacheKey
 
 #: at most this many entries' metadata are read, for at most this long, looking for the same module
 SCAN_ENTRIES = 2000

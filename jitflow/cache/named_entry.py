@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 from ..errors import CacheMissError, EntryNotFoundError, InvalidInputError, UntrustedFolderError
 from ..files import folder_trust
-from .disk import FIX, Cache
-from .entry import META, label, read_meta_file, target_of, target_text
+from .store.disk import FIX, Cache
+from .store.entry import META, label, read_meta_file, target_of, target_text
 
 #: a key prefix: as `jitflow inspect` takes one, at least 6 hexadecimal digits
 _MIN_PREFIX = 6

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..errors import CacheError, CacheMissError
+from ..errors import CacheError, CacheMissError, RemoteEntryError
 from ..options import BuildOptions
 from ..runtime.library_file import LibraryFile
 from ..targets import TargetSpec
 from . import door
-from .disk import Cache
-from .entry import label, target_text
-from .key import CacheKey
+from .store.disk import Cache
+from .store.entry import label, target_text
+from .key.key import CacheKey
 
 log = logging.getLogger("jitflow")
 
@@ -67,12 +67,12 @@ def from_shared(settings: Settings, cache_key: CacheKey) -> tuple[tuple[LibraryF
     got = read_entry(settings.remote, cache_key.digest)
     if got is None:
         return None
-    meta, files = got
+    blob, secret = got
     holder = TransientCache()
     try:
         holder.cache.ensure()
-        found = door.admit(holder.cache, cache_key.digest, files, meta, expect=cache_key.inputs).found
-    except (CacheError, OSError) as exc:     # EntryRefusedError among them: the local checks failed
+        found = door.install_bytes(holder.cache, cache_key.digest, blob, secret=secret, expect=cache_key.inputs).found
+    except (CacheError, RemoteEntryError, OSError) as exc:  # the signature, a sha256 or the local checks failed
         log.warning("jitflow: refused shared entry %s: %s", cache_key.digest[:12], exc)
         found = None
     if found is None:

@@ -49,7 +49,7 @@ def _named_folder_exists(settings: Any) -> None:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    from ..cache.admin import entries
+    from ..cache.store.admin import entries
 
     settings, cache = open_cache(args)
     _named_folder_exists(settings)
@@ -77,8 +77,8 @@ def _without_password(url: str) -> str:
 
 def info_data(settings: Any, cache: Any) -> dict[str, Any]:
     """What `cache info` reports, in its JSON shape (jitflow.cache-info/1)."""
-    from ..cache import location
-    from ..cache.admin import entries, folder_size
+    from ..cache.store import location
+    from ..cache.store.admin import entries, folder_size
 
     rows = entries(cache)
     note_refused(rows)

@@ -50,7 +50,7 @@ def trust_option(p: argparse.ArgumentParser) -> None:
 
 
 def run_pack(args: argparse.Namespace) -> int:
-    from ..cache.bundle import pack
+    from ..cache.deploy.bundle import pack
 
     from ..files.export_path import stream_of
 
@@ -69,7 +69,7 @@ def run_pack(args: argparse.Namespace) -> int:
 
 
 def run_unpack(args: argparse.Namespace) -> int:
-    from ..cache.bundle_unpack import unpack
+    from ..cache.deploy.bundle_unpack import unpack
 
     result = unpack(args.bundle, cache_dir=args.cache_dir, readable=args.readable, trust=args.trust)
     if args.json:

@@ -31,7 +31,7 @@ def register(csub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from ..cache.rollout import check
+    from ..cache.deploy.rollout import check
 
     report = check(args.bundle, cache_dir=args.cache_dir, arch=args.arch, user=args.user, trust=args.trust)
     if args.json:

@@ -23,11 +23,11 @@ def json_option(p: argparse.ArgumentParser, schema: str) -> None:
 
 
 def open_cache(args: argparse.Namespace, check: bool = True, writes: str | None = None) -> tuple[Any, Any]:
-    """The settings and the configured Cache the arguments name (cache/location.py); with `check`,
+    """The settings and the configured Cache the arguments name (cache/store/location.py); with `check`,
     refused as the admin commands refuse it: a CacheError when a file is in the way or when the
     command `writes` (its name: one that changes the cache) meets JITFLOW_CACHE=readonly, an
     UntrustedFolderError (with the reason) when others could change the folder."""
-    from ..cache import location
+    from ..cache.store import location
     from ..config import resolve
 
     settings = resolve(cache_dir=args.cache_dir)
@@ -47,7 +47,7 @@ def entry_row(e: Any) -> list[str]:
     options what sets it apart from a default build (shortened)."""
     import os
 
-    from ..cache.entry import label
+    from ..cache.store.entry import label
 
     module = label(e.name, e.functions) if e.readable else "(unreadable)"
     if e.readable and e.origin:

@@ -34,7 +34,7 @@ def register(csub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
 
 def reason_text(reason: str, e: Any, cap: int | None = None, older_than: float | None = None) -> str:
     """Why an entry went or stayed (admin's reason codes), in words."""
-    from ..cache import admin
+    from ..cache.store import admin
 
     now = time.time()
     return {
@@ -86,7 +86,7 @@ def _with_reason(items: list[tuple[Any, str]]) -> list[dict[str, Any]]:
 
 
 def run_prune(args: argparse.Namespace) -> int:
-    from ..cache.admin import PruneReport, entries, prune
+    from ..cache.store.admin import PruneReport, entries, prune
     from ..config import parse_duration, parse_size
 
     settings, cache = open_cache(args, writes=None if args.dry_run else "cache prune")
@@ -109,7 +109,7 @@ def run_prune(args: argparse.Namespace) -> int:
 
 
 def run_clear(args: argparse.Namespace) -> int:
-    from ..cache.admin import PruneReport, clear, entries
+    from ..cache.store.admin import PruneReport, clear, entries
 
     settings, cache = open_cache(args, writes="cache clear")
     count = len(entries(cache))

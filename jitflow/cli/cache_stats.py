@@ -24,7 +24,7 @@ def register(csub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
 
 def stats_data(settings: Any, cache: Any) -> dict[str, Any]:
     """What `cache stats` reports, in its JSON shape (jitflow.cache-stats/1)."""
-    from ..cache import counters
+    from ..cache.store import counters
 
     totals = counters.read(cache.root)
     totals.pop("entries_bytes")         # the size cap's bookkeeping: `cache info` has the real size
@@ -34,7 +34,7 @@ def stats_data(settings: Any, cache: Any) -> dict[str, Any]:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from ..cache import counters
+    from ..cache.store import counters
 
     settings, cache = open_cache(args, writes="cache stats --zero" if args.zero else None)
     if args.zero:

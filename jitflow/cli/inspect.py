@@ -134,7 +134,7 @@ def _built_already(source: str, args: argparse.Namespace) -> None:
 
 def _short_key(prefix: str, cache_dir: str | None) -> str:
     """Why a SOURCE of a few hex digits names nothing: no entry starts with it, or it is too short to pick one."""
-    from ..cache.location import open_cache
+    from ..cache.store.location import open_cache
     from ..config import resolve
 
     folders = open_cache(resolve(cache_dir=cache_dir, cache=True))

@@ -5,9 +5,9 @@ item travels as a request (request.py); a Relax model's weights are put in Ray's
 once per sweep and every task that needs them gets a reference. A task runs worker.run with one
 CPU and is retried once if its worker dies (a second death is reported with the item). What a
 worker built comes back as an entry whose files are checked against their sha256, and enters the
-caller's cache through the cache's door (cache/door.py: checked as a lookup checks, published under
-the key's lock, the size cap kept); nothing comes back when the worker shares the caller's cache
-folder on the same machine. An item whose inputs cannot travel, or whose worker
+caller's cache through the cache's door (cache/door.py, install_bytes: checked as a lookup checks,
+published under the key's lock, the size cap kept); nothing comes back when the worker shares the
+caller's cache folder on the same machine. An item whose inputs cannot travel, or whose worker
 computed another key, is built here instead, and its result says why (BuildResult.note). What the
 cluster obtained is recorded here (JITFLOW_RECORD), from the results; the workers record nothing.
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ..cache import location
-from ..cache.disk import Cache
+from ..cache.store import location
+from ..cache.store.disk import Cache
 from ..errors import CacheError, EntryRefusedError, InvalidInputError, JitflowError, RemoteEntryError, ToolMissingError
 from . import request, worker
 from .result import BuildResult, failed
@@ -140,7 +140,7 @@ def _collect(ray: Any, ref: Any, exe: Any, refusals: list[str], timeout_s: float
 def _record(exe: Any, outcome: str) -> None:
     """Record a key the cluster obtained for this process (its workers record nothing: request.py)."""
     if exe.settings.record is not None:
-        from ..cache import record
+        from ..cache.deploy import record
 
         cache = _cache_of(exe)
         record.obtained(exe.settings.record, exe.key, cache.read_meta(exe.key) or {}, outcome, cache.folder,
@@ -150,22 +150,16 @@ def _record(exe: Any, outcome: str) -> None:
 def _install(exe: Any, reply: dict[str, Any]) -> None:
     """Put what the worker built into this process's cache through the cache's door (every file's
     sha256, then the checks of a lookup against the key's inputs, then published under the key's
-    lock with the size cap kept), or check that it is there when the worker shared this cache."""
+    lock with the size cap kept), or have it check that the entry is there when the worker shared
+    this cache (no bytes: checked as a lookup checks, as jit() does)."""
     from ..cache import door
-    from ..cache.shared import entry_format
 
     key = exe.cache_key
-    cache = _cache_of(exe)
+    blob = None if reply.get("in_place") else reply["entry"]
     try:
-        if not reply.get("in_place"):
-            meta, files = entry_format.unpack(reply["entry"], key.digest, None)   # every file's sha256
-            door.admit(cache, key.digest, files, meta, expect=key.inputs,
-                       max_size=exe.settings.cache_max_size).close()
-            return
+        door.install_bytes(_cache_of(exe), key.digest, blob, expect=key.inputs,
+                           max_size=exe.settings.cache_max_size).close()
     except EntryRefusedError as exc:
-        raise RemoteEntryError(f"the entry the worker built for {key.digest[:12]} was refused by this cache: "
-                               f"{exc}") from None
-    found = cache.lookup(key.digest, key.inputs)     # the caller's own check of the entry, as jit() does
-    if found is None:
-        raise RemoteEntryError(f"the entry the worker built for {key.digest[:12]} was refused by this cache")
-    found[0].close()
+        because = "" if blob is None else f": {exc}"
+        raise RemoteEntryError(f"the entry the worker built for {key.digest[:12]} was refused by this "
+                               f"cache{because}") from None

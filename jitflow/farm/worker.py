@@ -1,6 +1,7 @@
 """A build farm worker's side of one request: rebuild the Executable, recompute its key, refuse a
 key other than the caller's, build (or find) the library in this worker's own cache, and hand the
-entry back as bytes whose every file carries its sha256 (cache/shared/entry_format.py).
+entry back as the bytes the cache's door hands out for it (door.entry_bytes: checked as a lookup
+checks, every file with its sha256).
 
 One build at a time per worker: the Executable's settings say one compiler (build_jobs=1, set where
 the request is read: request.executable), and the build forks nothing; the process's environment is
@@ -22,9 +23,9 @@ MAX_ENTRY_BYTES = 1 << 30
 def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
     """Build one request (request.py); returns plain data: ok, outcome, the entry's bytes or
     in_place, or the error and its type (refused: the key differed)."""
-    from ..cache import key_diff
-    from ..cache.entry import as_json
-    from ..cache.shared import entry_format
+    from ..cache import door
+    from ..cache.key import key_diff
+    from ..cache.store.entry import as_json
 
     start = time.perf_counter()
     reply: dict[str, Any] = {"ok": False, "node": socket.gethostname(), "refused": False}
@@ -42,7 +43,7 @@ def run(wire: dict[str, Any], *weights: bytes) -> dict[str, Any]:
         reply.update(ok=True, outcome=info.outcome,
                      in_place=origin["host"] == reply["node"] and str(folder.parents[2]) == origin["cache"])
         if not reply["in_place"]:
-            reply["entry"] = entry_format.pack(folder, wire["key"], None, MAX_ENTRY_BYTES)
+            reply["entry"] = door.entry_bytes(folder, wire["key"], max_bytes=MAX_ENTRY_BYTES)
     except Exception as exc:  # noqa: BLE001 - every error goes back with its item
         reply.update(ok=False, error=str(exc), error_type=type(exc).__name__,
                      refused=isinstance(exc, KeyMismatchError))

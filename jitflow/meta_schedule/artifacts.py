@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..cache import location
+from ..cache.store import location
 
 #: prefix of the artifacts' folders (under the system's temporary folder)
 PREFIX = "jitflow-ms-"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache.entry import Entry
+from ..cache.store.entry import Entry
 from ..errors import LibraryFormatError, TargetError, ToolMissingError
 from ..formats import cubin, fatbin, library_blob, ptxas_log
 from ..formats.library_blob import KernelInfo

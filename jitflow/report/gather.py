@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..cache.entry import Entry, library_problem, sha256_file, target_of
+from ..cache.store.entry import Entry, library_problem, sha256_file, target_of
 from ..errors import InvalidInputError, LibraryFormatError
 from ..formats import c_expr, elf, memory_facts
 from ..runtime import library_check
@@ -168,8 +168,8 @@ def _model(read: Any, notes: list[str]) -> Any:
 
 
 def _cache_folders(cache_dir: str | Path | None) -> Any:
-    """The cache entries are read from (cache/location.py), whether or not builds use a cache now."""
-    from ..cache.location import open_cache
+    """The cache entries are read from (cache/store/location.py), whether or not builds use a cache now."""
+    from ..cache.store.location import open_cache
     from ..config import resolve
 
     return open_cache(resolve(cache_dir=cache_dir, cache=True))

@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, run_python
 
 import jitflow
-from jitflow.cache import key as keys
+from jitflow.cache.key import key as keys
 from jitflow.errors import InvalidInputError, LibraryFormatError
 from jitflow.formats import fatbin, library_blob
 from jitflow.formats import vm_program as vm_format

@@ -9,8 +9,8 @@ import pytest
 from conftest import READS, start_python
 
 import jitflow
-from jitflow.cache import admin as cache_admin
-from jitflow.cache.disk import Cache
+from jitflow.cache.store import admin as cache_admin
+from jitflow.cache.store.disk import Cache
 
 
 def _age(cache_dir, exe, seconds_ago):
@@ -44,7 +44,7 @@ def test_builds_under_the_cap_do_not_walk_the_cache_and_the_cap_still_holds(cach
         exe.build()
     assert len(walks) == 1                    # the first build walked (the size was unknown), then none
     size = sum(e.size for e in real_entries(Cache(cache_dir)))
-    from jitflow.cache import counters
+    from jitflow.cache.store import counters
 
     assert counters.read(cache_dir / "v1")["entries_bytes"] == size      # what the builds added up to
     for exe, ago in zip(first, (3000, 4000, 2000)):

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, TESTS, run_python, start_python
 
 import jitflow
-from jitflow.cache import counters
+from jitflow.cache.store import counters
 
 def jf(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT)]))
@@ -25,7 +25,7 @@ def jf(*args: str) -> subprocess.CompletedProcess:
 RACER = """
     import sys, time
     from pathlib import Path
-    from jitflow.cache import counters
+    from jitflow.cache.store import counters
     root, go = Path(sys.argv[1] if len(sys.argv) > 1 else {root!r}), Path({go!r})
     while not go.exists():
         time.sleep(0.001)

@@ -128,8 +128,8 @@ WRONG_META = [("created", "yesterday"), ("functions", 5), ("key_inputs", [1]), (
 
 
 def test_metadata_of_the_wrong_shape_is_refused_and_never_fatal_to_others(cache_dir):
-    from jitflow.cache import admin
-    from jitflow.cache.disk import Cache
+    from jitflow.cache.store import admin
+    from jitflow.cache.store.disk import Cache
 
     exe = jitflow.compile(kernels.axpb(14.0), "c")
     exe.jit()

@@ -11,7 +11,7 @@ from conftest import cache_at, run_python
 
 import jitflow
 from jitflow.cache import door
-from jitflow.cache.disk import Cache
+from jitflow.cache.store.disk import Cache
 from jitflow.errors import EntryRefusedError
 
 HIT = """
@@ -53,7 +53,7 @@ def test_an_entry_comes_in_once_and_a_fresh_process_hits_it(built, tmp_path, zig
     assert _installed(cache) == [key] and list(cache.staging_root.iterdir()) == []
     stored = json.loads((cache.entry_dir(key) / "meta.json").read_text())
     assert stored["so_sha256"] == out.meta["so_sha256"] and stored["fetched"] > 0
-    from jitflow.cache import counters
+    from jitflow.cache.store import counters
 
     assert counters.read(cache.root)["entries_bytes"] > len(files["lib.so"])
     env = {"JITFLOW_CACHE_DIR": str(tmp_path / "cache"), "JITFLOW_ZIG_CACHE_DIR": str(zig_cache)}

@@ -8,7 +8,7 @@ from conftest import run_python
 
 import jitflow
 from jitflow import errors
-from jitflow.cache.failed import KEEP
+from jitflow.cache.store.failed import KEEP
 from jitflow.errors import COMMAND_CHARS
 
 

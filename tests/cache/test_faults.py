@@ -18,7 +18,7 @@ import pytest
 from conftest import READS, run_python, start_python
 
 import jitflow
-from jitflow.cache.disk import Cache
+from jitflow.cache.store.disk import Cache
 
 #: fault runs (processes killed, disks full, folders read-only, races): `make test-faults`, not `make test`
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ CHECK = """
 
 
 def _lock_is_free(cache: Cache, key: str) -> bool:
-    from jitflow.cache.key_lock import LockTimeout
+    from jitflow.cache.store.key_lock import LockTimeout
 
     try:
         with cache.lock(key, timeout=0):
@@ -118,7 +118,7 @@ def test_racing_processes_for_their_own_keys_do_not_wait_for_each_other(cache_di
 
 @pytest.mark.slow
 def test_pruning_while_others_read_and_write(cache_dir):
-    from jitflow.cache import admin as cache_admin
+    from jitflow.cache.store import admin as cache_admin
 
     for i in range(2):
         jitflow.compile(kernels.axpb(1700.0 + i), "c").jit()

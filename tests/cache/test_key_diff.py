@@ -1,7 +1,7 @@
 """Which key inputs differ, named by their dotted path with the value on each side."""
 from __future__ import annotations
 
-from jitflow.cache import key_diff
+from jitflow.cache.key import key_diff
 
 
 def test_each_differing_leaf_is_named_with_both_values_and_a_missing_branch_once():

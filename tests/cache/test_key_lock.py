@@ -10,7 +10,7 @@ import time
 import lock_holders
 import pytest
 
-from jitflow.cache.key_lock import LockTimeout, hold
+from jitflow.cache.store.key_lock import LockTimeout, hold
 
 
 def _free(path) -> bool:

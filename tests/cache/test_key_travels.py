@@ -16,7 +16,7 @@ import other_python
 import pytest
 from conftest import ROOT, TESTS, run_python
 
-from jitflow.cache import key_diff
+from jitflow.cache.key import key_diff
 
 PROBE = TESTS / "key_probe.py"
 

@@ -1,4 +1,4 @@
-"""The one cache opener (cache/location.py): where builds go when the configured folder cannot be
+"""The one cache opener (cache/store/location.py): where builds go when the configured folder cannot be
 used, that every reader of an entry finds it there, and that a build with caching off leaves nothing."""
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from conftest import run_python
 def test_only_rules_that_are_not_tvms_own_are_recorded_and_a_replaced_rule_is_seen():
     out = run_python("""
         import json, tvm
-        from jitflow.cache.lowering_rules import foreign_rules
+        from jitflow.cache.key.lowering_rules import foreign_rules
         seen = [foreign_rules(("c", "cuda"))]
         def first(op):
             return op.args[0]
@@ -38,7 +38,7 @@ def test_only_rules_that_are_not_tvms_own_are_recorded_and_a_replaced_rule_is_se
 def test_a_device_intrinsics_rule_counts_for_a_cpu_build_only_where_it_can_be_reached():
     out = run_python("""
         import json, tvm
-        from jitflow.cache.lowering_rules import foreign_rules
+        from jitflow.cache.key.lowering_rules import foreign_rules
         def device(op):
             return op.args[0]
         tvm.tirx.register_intrin_lowering("tirx.ptx.atom_bitbucket", "default", f=device, level=99)
@@ -59,7 +59,7 @@ def test_a_device_intrinsics_rule_counts_for_a_cpu_build_only_where_it_can_be_re
 MEMO_PROCESS = """
     import json, tvm
     {before}
-    from jitflow.cache import lowering_rules
+    from jitflow.cache.key import lowering_rules
     if {no_listing}:   # the op names must come from the memo: converting TVM's list fails
         _ffi = lowering_rules._ffi
         def _no_stringify(name):

@@ -138,7 +138,7 @@ def test_a_module_that_cannot_be_cached_says_what_to_capture(tmp_path):
 AS_NOBODY = """
     import json, logging, sys
     import jitflow, kernels
-    from jitflow.cache import location
+    from jitflow.cache.store import location
     from jitflow.config import resolve
     from jitflow.errors import CacheMissError
     out = {}

@@ -70,7 +70,7 @@ SERVE = """
             errors[name] = [type(exc).__name__, str(exc)]
     maps = open("/proc/self/maps").read()
     print(json.dumps({{"errors": errors, "compiler": "libtvm_compiler" in maps,
-                      "keyed": sorted(m for m in ("jitflow.cache.key", "jitflow.executable", "jitflow.builder")
+                      "keyed": sorted(m for m in ("jitflow.cache.key.key", "jitflow.executable", "jitflow.builder")
                                       if m in sys.modules)}}))
 """
 

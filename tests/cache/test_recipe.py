@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jitflow.cache import recipe
+from jitflow.cache.key import recipe
 from jitflow.toolchain import install_memo
 
 
@@ -17,7 +17,7 @@ def test_the_recipe_covers_every_build_file_also_in_subfolders():
         for path in (recipe.PACKAGE / folder).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts:
                 assert path.relative_to(recipe.PACKAGE).as_posix() in names
-    assert {"builder/host_c/prelude.py", "builder/host_c/legalize.py", "cache/lowering_rules.py"} <= names
+    assert {"builder/host_c/prelude.py", "builder/host_c/legalize.py", "cache/key/lowering_rules.py"} <= names
     # how a host function's work is outlined, and how the entries' shared object is made
     assert {"builder/host_c/outline.py", "builder/host_c/outline_c.py", "builder/host_c/split.py",
             "formats/compute_functions.py", "toolchain/zig_cc/object_cache.py"} <= names

@@ -1,4 +1,4 @@
-"""The record of obtained keys (cache/record.py, JITFLOW_RECORD): what a workload's processes got,
+"""The record of obtained keys (cache/deploy/record.py, JITFLOW_RECORD): what a workload's processes got,
 one JSON line each, written whole by processes racing on one file, and never through a link or a FIFO."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from conftest import OTHER_UID, as_other_user, needs_root, run_python, start_python
 
 import jitflow
-from jitflow.cache import record
+from jitflow.cache.deploy import record
 from jitflow.errors import RecordError
 from jitflow.targets import machine_host
 
@@ -68,7 +68,7 @@ def test_a_workload_of_three_modules_records_all_three_keys(cache_dir, tmp_path)
 RACER = """
     import json, os, sys, time
     import numpy as np, tvm, jitflow, kernels
-    from jitflow.cache import record
+    from jitflow.cache.deploy import record
     from pathlib import Path
     index, path, go = {index}, Path({path!r}), Path({go!r})
     exes = [jitflow.compile(kernels.axpb(s), "c") for s in (1.0, 2.0, 3.0)]

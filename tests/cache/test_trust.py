@@ -19,7 +19,7 @@ import tvm
 from conftest import OTHER_UID, as_other_user, needs_root, run_python, start_python
 
 import jitflow
-from jitflow.cache.disk import Cache
+from jitflow.cache.store.disk import Cache
 from jitflow.errors import UntrustedFolderError
 from jitflow.files import folder_trust
 from jitflow.runtime.load import load_library

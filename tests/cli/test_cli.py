@@ -191,7 +191,7 @@ def test_prune_dry_run_lists_what_would_go_and_removes_nothing(scratch):
 
 
 def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
-    from jitflow.cache.disk import Cache
+    from jitflow.cache.store.disk import Cache
 
     env, cache, (x86, arm) = scratch
     _age(cache, x86, 5 * 86400)
@@ -213,8 +213,8 @@ def test_prune_lists_what_went_and_what_it_kept_and_why(scratch):
 
 def test_cache_stats_writes_the_build_time_and_the_time_saved_at_one_precision(tmp_path, zig_cache):
     """Side by side at one precision ("10.84 s" beside "1 min" before: the seconds of one were dropped)."""
-    from jitflow.cache import counters
-    from jitflow.cache.location import open_cache
+    from jitflow.cache.store import counters
+    from jitflow.cache.store.location import open_cache
     from jitflow.config import resolve
 
     env = cache_env(tmp_path / "cache", zig_cache)

@@ -13,7 +13,7 @@ import pytest
 import tvm
 
 import jitflow
-from jitflow.cache.shared import entry_format
+from jitflow.cache.wire import entry_format
 from jitflow.farm import request, worker
 
 

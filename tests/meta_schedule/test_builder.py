@@ -26,7 +26,7 @@ pytest.importorskip("cloudpickle", reason="MetaSchedule needs the tune extra: pi
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 import jitflow  # noqa: E402
-from jitflow.cache import counters  # noqa: E402
+from jitflow.cache.store import counters  # noqa: E402
 from jitflow.meta_schedule import Builder, Runner, seeded  # noqa: E402
 from jitflow.runtime import cpu_features  # noqa: E402
 

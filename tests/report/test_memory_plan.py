@@ -253,7 +253,7 @@ def test_the_build_hit_and_export_report_the_same_memory(built, tmp_path):
     (old / memory_facts.FILE).unlink()
     _strip_record(old / "lib.so", old / "lib.so")
     meta = json.loads((old / "meta.json").read_text())
-    from jitflow.cache.entry import sha256_file
+    from jitflow.cache.store.entry import sha256_file
 
     meta["so_sha256"] = sha256_file(old / "lib.so")
     (old / "meta.json").write_text(json.dumps(meta))

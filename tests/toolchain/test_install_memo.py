@@ -79,7 +79,7 @@ def test_a_memo_not_as_jitflow_wrote_it_reads_as_none(memo_folder, tmp_path, how
 
 
 def test_a_recipe_digest_memo_of_another_shape_is_not_used(memo_folder):
-    from jitflow.cache import recipe
+    from jitflow.cache.key import recipe
 
     recipe.digest.cache_clear()
     real = recipe.digest()

@@ -30,9 +30,8 @@ from ...errors import EntryRefusedError, RemoteEntryError
 from ...logs import warn_once
 from ...runtime.library_file import LibraryFile
 from .. import door
-from ..disk import Cache
-from ..entry import FORMAT_VERSION
-from . import entry_format
+from ..store.disk import Cache
+from ..store.entry import FORMAT_VERSION
 from .backend import RemoteBackend, open_backend
 from .stats import count, persist_at_exit
 
@@ -277,9 +276,9 @@ class Turn:
         if digest in self.rejected:
             return None
         try:
-            meta, files = entry_format.unpack(blob, self.key, self.tier.secret)
             # the caller holds the key's lock (pipeline._build_once), and keeps the size cap after it
-            found = door.admit(self.cache, self.key, files, meta, expect=self.expect, locked=True).found
+            found = door.install_bytes(self.cache, self.key, blob, secret=self.tier.secret, expect=self.expect,
+                                       locked=True).found
         except (RemoteEntryError, EntryRefusedError) as exc:
             self.rejected.add(digest)
             count("refusals")
@@ -294,7 +293,8 @@ class Turn:
         if tier is None or not tier.available():
             return
         try:
-            blob = entry_format.pack(self.cache.entry_dir(self.key), self.key, tier.secret, tier.settings.max_bytes)
+            blob = door.entry_bytes(self.cache.entry_dir(self.key), self.key, secret=tier.secret,
+                                    max_bytes=tier.settings.max_bytes)
         except EntryRefusedError as exc:   # pruned or damaged since it was published: nothing to share
             log.warning("jitflow: %s; not shared", exc)
             return
@@ -309,18 +309,15 @@ class Turn:
             self.shared = True
 
 
-def read_entry(settings: RemoteSettings, key: str) -> tuple[dict[str, Any], dict[str, bytes]] | None:
-    """The shared entry of `key`, its signature and every file's sha256 checked, read without a lock
-    and without writing anything (the read-only cache's look at the tier); None when there is none,
-    the tier is off or down, or the entry is refused (said as a warning)."""
+def read_entry(settings: RemoteSettings, key: str) -> tuple[bytes, str | None] | None:
+    """The shared entry of `key` as its bytes and the secret they are signed with, read without a
+    lock and without writing anything (the read-only cache's look at the tier, which installs them
+    through the cache's door: door.install_bytes checks them); None when there is none, or the tier
+    is off or down."""
     tier = tier_for(settings)
     if tier is None or not tier.available():
         return None
     blob = tier.call("get", _names(key)[0])
     if blob is None or blob is _FAILED:
         return None
-    try:
-        return entry_format.unpack(blob, key, tier.secret)
-    except RemoteEntryError as exc:
-        log.warning("jitflow: refused shared entry %s: %s", key[:12], exc)
-        return None
+    return blob, tier.secret

@@ -25,10 +25,11 @@ from redis_server import RedisServer, free_port, redis_missing, required_in_ci
 
 import jitflow
 from jitflow import logs
+from jitflow.cache import door
 from jitflow.cache.shared import backend
-from jitflow.cache.shared import entry_format as remote_entry
 from jitflow.cache.shared import stats as remote_cache
 from jitflow.cache.shared import tier as remote_tier
+from jitflow.cache.wire import entry_format as remote_entry
 from jitflow.config import RemoteSettings
 from jitflow.errors import RemoteEntryError
 
@@ -147,7 +148,7 @@ def test_entry_checks_refuse_every_kind_of_damage(tier, tmp_path):
     run_kernel(21.0, tmp_path / "a")
     key = key_of(21.0)
     entry = local_entry(tmp_path / "a", key)
-    blob = remote_entry.pack(entry, key, SECRET, 1 << 20)
+    blob = door.entry_bytes(entry, key, secret=SECRET, max_bytes=1 << 20)
     meta, files = remote_entry.unpack(blob, key, SECRET)
     assert files["lib.so"] == (entry / "lib.so").read_bytes()
     assert files["src/host.c"] == (entry / "src" / "host.c").read_bytes()
@@ -181,9 +182,9 @@ def test_entry_checks_refuse_every_kind_of_damage(tier, tmp_path):
 
     # over the size cap: the sources are left out first, then the entry altogether
     lib_only = len(files["lib.so"]) + 2000
-    _, small = remote_entry.unpack(remote_entry.pack(entry, key, SECRET, lib_only), key, SECRET)
+    _, small = remote_entry.unpack(door.entry_bytes(entry, key, secret=SECRET, max_bytes=lib_only), key, SECRET)
     assert list(small) == ["lib.so"]
-    assert remote_entry.pack(entry, key, SECRET, 1000) is None
+    assert door.entry_bytes(entry, key, secret=SECRET, max_bytes=1000) is None
 
 
 def _unsigned_entry(key: str, head: bytes, payload: bytes = b"") -> bytes:
@@ -246,7 +247,7 @@ def _resign_for_other_inputs(tier, key: str, folder) -> None:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     (folder / "meta.json").write_text(json.dumps(meta))
-    tier.admin().set(f"jitflow:v1:entry:{key}", remote_entry.pack(folder, key, SECRET, 1 << 20))
+    tier.admin().set(f"jitflow:v1:entry:{key}", door.entry_bytes(folder, key, secret=SECRET, max_bytes=1 << 20))
 
 
 @pytest.mark.parametrize("damage", ["flip a library byte", "sign with another key", "sign other inputs"])

@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..config import Settings
-from ..errors import JitflowError
-from . import key_diff
-from .entry import FORMAT_VERSION
+from ...config import Settings
+from ...errors import JitflowError
+from ..key import key_diff
+from ..store.entry import FORMAT_VERSION
 
 #: what a value that cannot be computed here reads as (always a difference)
 _UNKNOWN = "(cannot be computed here: {})"
@@ -35,7 +35,7 @@ def compiler_missing() -> str | None:
     """Why this process's TVM cannot compute keys (installed without its compiler), or None when it can."""
     if os.environ.get("TVM_USE_RUNTIME_LIB") == "1":
         return "TVM_USE_RUNTIME_LIB=1: this TVM runs without its compiler"
-    from ..runtime import tvm_runtime
+    from ...runtime import tvm_runtime
 
     try:
         folder = tvm_runtime.lib_folder()
@@ -61,8 +61,8 @@ class Environment:
         return self._known[name]
 
     def versions(self, recorded_target: dict[str, Any]) -> Any:
-        from ..targets import TargetSpec
-        from .key import versions_of
+        from ...targets import TargetSpec
+        from ..key.key import versions_of
 
         config = recorded_target.get("config") if isinstance(recorded_target.get("config"), dict) else {}
         kind = config.get("kind", "c")
@@ -71,19 +71,19 @@ class Environment:
                           lambda: versions_of(spec, self.settings))
 
     def tir_pipeline(self) -> Any:
-        from .registrations import tir_pipeline_identity
+        from ..key.registrations import tir_pipeline_identity
 
         return self._once("tir", tir_pipeline_identity)
 
     def relax_pipeline(self, recorded: str) -> Any:
         """The Relax pipeline behind the name `recorded` starts with ('default = ...'), as key.py keys it."""
-        from .key import pipeline_key
+        from ..key.key import pipeline_key
 
         name = recorded.split(" = ", 1)[0]
         return self._once(("relax", name), lambda: pipeline_key(name))
 
     def environment(self, device_options: list[str]) -> Any:
-        from ..toolchain import environment
+        from ...toolchain import environment
 
         s = self.settings
         return self._once(("environment", tuple(device_options)),

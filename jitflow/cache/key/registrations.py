@@ -19,7 +19,7 @@ What the key records:
   wraps; a class by its methods and class attributes; a callable object by its class and its state.
   A callable that holds what cannot be named (a tvm.transform.Pass, whose Python body cannot be
   seen; an object pickle refuses, such as a lock; a function without source text, made by exec) is
-  Unkeyable: the build is then not cached (cache/key.py: CacheKey.uncacheable says why), unless a
+  Unkeyable: the build is then not cached (cache/key/key.py: CacheKey.uncacheable says why), unless a
   cache salt takes over naming it.
 
 What cannot be seen this way (the body of a registered callback, the module globals a pipeline

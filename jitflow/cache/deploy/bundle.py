@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import BundleError, EntryRefusedError, InvalidInputError
-from ..files.export_path import replaced
+from ...errors import BundleError, EntryRefusedError, InvalidInputError
+from ...files.export_path import replaced
 from . import bundle_format, bundle_signature
 from .bundle_format import KEY, MANIFEST, EntryLine, FileLine
-from .disk import Cache
-from .door import Outgoing, outgoing
-from .entry import target_of, target_text
+from ..store.disk import Cache
+from ..door import Outgoing, outgoing
+from ..store.entry import target_of, target_text
 
 log = logging.getLogger("jitflow")
 
@@ -119,10 +119,10 @@ def pack(out: str | os.PathLike, *, keys: Iterable[str] | None = None, manifest:
     Ed25519 private key file (OpenSSH or PEM, bundle_signature.py): the manifest is signed with it, for
     `unpack --trust` to verify who packed the bundle.
     """
-    from .._version import __version__
-    from ..config import resolve
-    from ..files.export_path import destination
-    from .location import open_cache
+    from ..._version import __version__
+    from ...config import resolve
+    from ...files.export_path import destination
+    from ..store.location import open_cache
 
     dest = destination(out, what="cache pack", written="the bundle", example="bundle.tar")
     signing_key = None if sign is None else bundle_signature.private_key(sign)   # a bad key file: before any work

@@ -37,10 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
-from ..errors import RecordError
-from ..files.folder_trust import writable_by_others
-from .entry import label, target_of, target_text
+from ..._version import __version__
+from ...errors import RecordError
+from ...files.folder_trust import writable_by_others
+from ..store.entry import label, target_of, target_text
 
 FIELDS = ("key", "label", "origin", "target", "host", "outcome", "cache", "time", "jitflow")
 #: how a library was obtained: from the disk cache, built here, from the shared tier, or a library
@@ -141,7 +141,7 @@ def not_cached(path: Path | None, key: str, why: str) -> None:
     """Say once that a build which is not cached is not in the record (there is no entry to pack)."""
     if path is None:
         return
-    from ..logs import warn_once
+    from ...logs import warn_once
 
     warn_once(f"record uncached {key}", "jitflow: %s is not recorded in %s: %s, so there is no cache entry to "
               "pack", key[:12], path, why)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import EntryRefusedError, InvalidInputError
+from ...errors import EntryRefusedError, InvalidInputError
 from .bundle_format import KEY
-from .entry import LIBRARY, META, label, target_of, target_text
+from ..store.entry import LIBRARY, META, label, target_of, target_text
 
 SCHEMA = "jitflow.cache-check/1"
 
@@ -77,8 +77,8 @@ class _Checker:
     """The answers for one entry at a time, with what every entry shares worked out once."""
 
     def __init__(self, arch: str | None, user: Any, where: str) -> None:
-        from ..config import resolve
-        from ..runtime.runs_here import assumed_gpu
+        from ...config import resolve
+        from ...runtime.runs_here import assumed_gpu
         from .rollout_inputs import Environment, compiler_missing
 
         self.gpu = assumed_gpu(arch)
@@ -88,8 +88,8 @@ class _Checker:
         self.cache_problem: str | None = None
 
     def entry(self, key: str, folder: Path, meta: dict[str, Any], cache_top: Path | None = None) -> EntryCheck:
-        from ..runtime.library_file import LibraryFile
-        from ..runtime.runs_here import problems
+        from ...runtime.library_file import LibraryFile
+        from ...runtime.runs_here import problems
         from .rollout_inputs import differences
 
         target = target_of(meta) or {}
@@ -111,7 +111,7 @@ class _Checker:
         return found
 
     def _access(self, folder: Path, top: Path) -> list[str]:
-        from ..files.user_access import item_problem
+        from ...files.user_access import item_problem
 
         if self.cache_problem:
             return [self.cache_problem]
@@ -145,7 +145,7 @@ def check(bundle: str | os.PathLike | None = None, *, cache_dir: str | os.PathLi
 
 
 def _check_bundle(path: Path, arch: str | None, trust: Sequence[str | os.PathLike] | None) -> CheckReport:
-    from ..config import trusted_keys
+    from ...config import trusted_keys
     from . import bundle_signature
     from .bundle_unpack import stage
 
@@ -162,10 +162,10 @@ def _check_bundle(path: Path, arch: str | None, trust: Sequence[str | os.PathLik
 
 
 def _check_cache(cache_dir: str | os.PathLike | None, arch: str | None, user: str | None) -> CheckReport:
-    from ..config import resolve
-    from ..files import user_access
-    from .disk import Cache
-    from .door import outgoing
+    from ...config import resolve
+    from ...files import user_access
+    from ..store.disk import Cache
+    from ..door import outgoing
 
     folder = resolve(cache_dir=cache_dir).cache_dir
     who = user_access.named(user) if user is not None else user_access.current()

@@ -19,14 +19,15 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from ..toolchain import install_memo
+from ...toolchain import install_memo
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parents[2]     # jitflow/
 #: folders of jitflow whose every file shapes what is built
 FOLDERS = ("builder", "toolchain", "formats", "targets")
 #: single files that decide what an entry holds and what its key covers
-FILES = ("cache/key.py", "cache/entry.py", "cache/recipe.py", "cache/registrations.py", "cache/held_values.py",
-         "cache/code_identity.py", "cache/lowering_rules.py", "options.py", "inputs/pass_context.py")
+FILES = ("cache/key/key.py", "cache/store/entry.py", "cache/key/recipe.py", "cache/key/registrations.py",
+         "cache/key/held_values.py", "cache/key/code_identity.py", "cache/key/lowering_rules.py", "options.py",
+         "inputs/pass_context.py")
 #: the install memo's name for the digest
 MEMO = "recipe"
 

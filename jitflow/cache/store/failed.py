@@ -12,8 +12,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import COMMAND_CHARS, CompileError, UntrustedFolderError
-from ..files import folder_trust
+from ...errors import COMMAND_CHARS, CompileError, UntrustedFolderError
+from ...files import folder_trust
 from .entry import SOURCES
 
 log = logging.getLogger("jitflow")

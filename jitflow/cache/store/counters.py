@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import CacheError
-from ..logs import warn_once
+from ...errors import CacheError
+from ...logs import warn_once
 
 FILE = "stats.json"
 #: the file's size: the JSON, padded with spaces

@@ -31,7 +31,7 @@ import json
 import types
 from typing import Any
 
-from ..text.format import article
+from ...text.format import article
 from .code_identity import PYTHON, Unkeyable, class_home, function_text, home, qualified
 
 #: how deep values inside values are followed, and how many are named at most, before giving up

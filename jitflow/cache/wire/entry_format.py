@@ -1,4 +1,6 @@
-"""The bytes of a shared-tier entry, signed with HMAC-SHA256 and checked before anything is used.
+"""The bytes an entry travels as (the shared tier's entries, a build farm worker's reply), signed
+with HMAC-SHA256 and checked before anything is used. Only the cache's door (door.py) writes and
+reads them: entry_bytes() packs what outgoing() checked, install_bytes() unpacks for admit().
 
     b"JFSE" | HMAC-SHA256 (32 bytes; zeros when unsigned) | u32 header length | header JSON | files
 
@@ -13,13 +15,12 @@ import hmac
 import json
 import re
 import struct
-from pathlib import Path
 from typing import Any
 
 from ...errors import RemoteEntryError
 from ...formats import bounded_json
-from ..door import outgoing
-from ..entry import FORMAT_VERSION, LIBRARY, META_MAX_BYTES, META_MAX_DEPTH, SOURCES, library_problem, meta_shape_problem
+from ..store.entry import (FORMAT_VERSION, LIBRARY, META_MAX_BYTES, META_MAX_DEPTH, SOURCES, library_problem,
+                           meta_shape_problem)
 
 MAGIC = b"JFSE"
 MAC_SIZE = 32
@@ -34,14 +35,12 @@ def _mac(secret: str, key: str, body: bytes) -> bytes:
     return hmac.new(secret.encode(), MAGIC + key.encode() + b"\n" + body, hashlib.sha256).digest()
 
 
-def pack(entry: Path, key: str, secret: str | None, max_bytes: int) -> bytes | None:
-    """The signed bytes of a local entry folder, read and checked through the cache's door
-    (door.outgoing: EntryRefusedError when the entry is damaged or gone); sources are left out if
-    they would pass `max_bytes`, and None is returned if the library alone would."""
-    out = outgoing(entry, key)
-    meta = out.meta
-    files = [(name, data) for name, data in out.files if name == LIBRARY]
-    with_sources = files + [(name, data) for name, data in out.files if name.startswith(f"{SOURCES}/")]
+def pack(key: str, meta: dict[str, Any], entry_files: list[tuple[str, bytes]], secret: str | None,
+         max_bytes: int) -> bytes | None:
+    """The signed bytes of an entry's files (door.outgoing's, checked there) and metadata; sources
+    are left out if they would pass `max_bytes`, and None is returned if the library alone would."""
+    files = [(name, data) for name, data in entry_files if name == LIBRARY]
+    with_sources = files + [(name, data) for name, data in entry_files if name.startswith(f"{SOURCES}/")]
     for chosen in (with_sources, files):
         header = {"key": key, "format": FORMAT_VERSION,
                   "meta": dict(meta, sources=[name for name, _ in chosen[1:]]),

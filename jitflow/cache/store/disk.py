@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, ContextManager
 
-from ..errors import CacheError, UntrustedFolderError
-from ..files import folder_trust
-from ..runtime.library_file import LibraryFile
+from ...errors import CacheError, UntrustedFolderError
+from ...files import folder_trust
+from ...runtime.library_file import LibraryFile
 from . import staging
 from .entry import (FORMAT_VERSION, LIBRARY, META, READ_FLAGS, USED, Entry, as_json, discard, library_problem,
                     meta_problem, meta_text, read_meta_file)

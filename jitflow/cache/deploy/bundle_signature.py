@@ -25,8 +25,8 @@ import stat
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
-from ..errors import BundleError, InvalidInputError, ToolMissingError, UntrustedBundleError
-from ..formats import bounded_json
+from ...errors import BundleError, InvalidInputError, ToolMissingError, UntrustedBundleError
+from ...formats import bounded_json
 
 SIGNATURE = "manifest.sig"
 KIND = "jitflow.bundle-signature"

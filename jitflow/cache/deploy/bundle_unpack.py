@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from ..errors import BundleError, CacheError, EntryRefusedError, UntrustedBundleError
+from ...errors import BundleError, CacheError, EntryRefusedError, UntrustedBundleError
 from . import bundle_format, bundle_signature
 from .bundle_format import MANIFEST, EntryLine
 from .bundle_signature import SIGNATURE, Origin, TrustedKey
 from .bundle_tar import BundleTar, Unreadable
-from .disk import Cache
-from .staging import hold, remove_abandoned
+from ..store.disk import Cache
+from ..store.staging import hold, remove_abandoned
 
 if TYPE_CHECKING:
-    from .door import Checked
+    from ..door import Checked
 
 #: the mode of the folders unpack makes above the cache's own, and of the cache folder: mkdir's
 #: (the umask applies), never writable by others
@@ -169,7 +169,7 @@ def stage(path: str | os.PathLike, staging: Path,
     """The bundle `path` read into the private folder `staging` with every check unpack makes before it
     installs anything: each file against the manifest, the manifest against its signature (with `trusted`
     keys), each entry as the cache checks one (door.check_folder). BundleError (refused whole) when one fails."""
-    from .door import check_folder
+    from ..door import check_folder
 
     source = Path(path)
     try:
@@ -203,8 +203,8 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
     verified for its origin (UnpackResult.origin says so). A bundle that fails any check is refused
     whole with a BundleError, and nothing is installed.
     """
-    from ..config import resolve, trusted_keys
-    from .location import open_cache
+    from ...config import resolve, trusted_keys
+    from ..store.location import open_cache
 
     keys = bundle_signature.trusted_keys(trusted_keys(trust))     # a bad key file: before anything else
     settings = resolve(cache_dir=cache_dir)
@@ -216,7 +216,7 @@ def unpack(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = Non
     staging = held.folder
     try:
         checked, result.origin = stage(path, staging, keys)
-        from .door import admit
+        from ..door import admit
 
         empty = not any(cache.entries.iterdir())
         for line, entry in checked:
@@ -243,7 +243,7 @@ def _keep_cap(cache: Cache, installed: int, max_size: int, was_empty: bool) -> N
     cache that was empty before is what was installed, without a walk)."""
     if not installed:
         return
-    from . import admin, counters
+    from ..store import admin, counters
 
     size = counters.grow(cache.root, installed)
     if size is None and was_empty:

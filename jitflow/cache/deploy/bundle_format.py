@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BundleError, InvalidInputError
-from ..formats import bounded_json
-from .entry import TRAVELLING
+from ...errors import BundleError, InvalidInputError
+from ...formats import bounded_json
+from ..store.entry import TRAVELLING
 
 KIND = "jitflow.bundle"
 #: bump when the layout changes; unpack refuses versions it does not know

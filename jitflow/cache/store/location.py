@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..config import Settings
-from ..errors import CacheError, UntrustedFolderError
-from ..files import folder_trust
-from ..logs import warn_once
-from ..runtime.library_file import LibraryFile
+from ...config import Settings
+from ...errors import CacheError, UntrustedFolderError
+from ...files import folder_trust
+from ...logs import warn_once
+from ...runtime.library_file import LibraryFile
 from .disk import FIX, Cache
 
 _private: dict[str, Path] = {}   # per process: the folder used when the shared fallback is refused
@@ -148,7 +148,7 @@ class CacheFolders:
         """The configured cache, for the admin commands: an UntrustedFolderError (with the reason
         and the fix) when others could change it, a CacheError when a file is in the way, or when the
         command `writes` (one that changes the cache) meets a read-only cache."""
-        from ..doctor.checks import cache_dir_problem   # doctor's check: not needed by lookups and builds
+        from ...doctor.checks import cache_dir_problem   # doctor's check: not needed by lookups and builds
 
         if writes and self.settings.cache_readonly:
             raise CacheError(f"`jitflow {writes}` would change the cache {self.configured.folder}, and "
@@ -167,7 +167,7 @@ class CacheFolders:
     def problem(self) -> str | None:
         """Why builds do not use the configured folder (they use the fallback then), or None; for a
         read-only cache, why lookups cannot use it. Looks only: creates nothing."""
-        from ..doctor.checks import cache_dir_problem
+        from ...doctor.checks import cache_dir_problem
 
         readonly = self.settings.cache_readonly
         found = cache_dir_problem(self.configured.folder, writing=not readonly)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from ..formats import bounded_json
+from ...formats import bounded_json
 
 #: Bump when the layout of entries or of the built library changes.
 FORMAT_VERSION = 1

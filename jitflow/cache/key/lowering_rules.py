@@ -39,7 +39,7 @@ from functools import lru_cache
 from itertools import repeat
 from typing import Any
 
-from ..toolchain import install_memo
+from ...toolchain import install_memo
 
 #: op attributes TVM's LowerIntrin pass consults, per target kind (the host is always "c")
 PATTERNS = {

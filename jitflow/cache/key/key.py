@@ -34,14 +34,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Settings
-from ..inputs import pass_context
-from ..options import BuildOptions, InProcess, relax_pipeline
-from ..targets import TargetSpec
-from ..toolchain import environment
-from ..toolchain.versions import tool_versions
+from ...config import Settings
+from ...inputs import pass_context
+from ...options import BuildOptions, InProcess, relax_pipeline
+from ...targets import TargetSpec
+from ...toolchain import environment
+from ...toolchain.versions import tool_versions
 from . import recipe, registrations
-from .entry import FORMAT_VERSION
+from ..store.entry import FORMAT_VERSION
 from .registrations import relax_pipeline_identity
 
 #: how the printer names an object it left out (compiled on first use: kernel modules never need it)
