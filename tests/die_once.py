@@ -44,6 +44,6 @@ def _die_if_armed(folder: Path, exe) -> None:
 
 def _exit_once_staging(staging: Path, key: str) -> None:
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(staging.glob(f"{key[:16]}.*")):
+    while time.monotonic() < deadline and not any(staging.glob(f"*{key[:16]}.*")):
         time.sleep(0.0005)
     os._exit(70)
