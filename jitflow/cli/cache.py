@@ -36,23 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         cache_dir_option(action, argparse.SUPPRESS)   # also after the action: cache ls --cache-dir DIR
 
 
-def _named_folder_exists(settings: Any) -> None:
-    """Refuse a cache folder that was named (--cache-dir, JITFLOW_CACHE_DIR) and does not exist: a
-    typo, not an empty cache. The default folder may not exist yet (nothing built): that is no entries."""
-    from ..config import default_cache_dir
-    from ..errors import InvalidInputError
-
-    folder = settings.cache_dir
-    if not folder.exists() and not folder.is_symlink() and folder != default_cache_dir():
-        raise InvalidInputError(f"{folder} does not exist: no cache is there (--cache-dir, else JITFLOW_CACHE_DIR, "
-                                "names the cache folder; a build creates it)")
-
-
 def run_ls(args: argparse.Namespace) -> int:
     from ..cache.store.admin import entries
 
     settings, cache = open_cache(args)
-    _named_folder_exists(settings)
     rows = sorted(entries(cache), key=lambda e: e.last_used, reverse=True)
     if args.json:
         print(dumps({"schema": LS_SCHEMA, "location": str(settings.cache_dir),
@@ -100,7 +87,8 @@ def info_data(settings: Any, cache: Any) -> dict[str, Any]:
         problem = settings.remote.url_problem
         shared = {"url": None if problem else _without_password(settings.remote.url), "problem": problem,
                   "counters": {n: counts.get(n, 0) for n in COUNTERS}}
-    return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "entries_folder": str(cache.root),
+    return {"schema": INFO_SCHEMA, "location": str(settings.cache_dir), "exists": settings.cache_dir.exists(),
+            "entries_folder": str(cache.root),
             "enabled": settings.cache_enabled, "readonly": settings.cache_readonly,
             "problem": location.open_cache(settings).problem() if settings.cache_enabled else None,
             "entries": len(rows), "size": size, "cap": settings.cache_max_size, "hosts": hosts,
@@ -126,7 +114,8 @@ def run_info(args: argparse.Namespace) -> int:
         print(dumps(d))
     else:
         hosts = ", ".join(f"{h} {v['entries']} ({human_size(v['size'])})" for h, v in sorted(d["hosts"].items()))
-        lines = [("location", d["location"]), ("enabled", _enabled_text(d)),
+        where = d["location"] + ("" if d["exists"] else " (does not exist: a build creates it)")
+        lines = [("location", where), ("enabled", _enabled_text(d)),
                  ("entries", f"{d['entries']} ({human_size(d['size'])})"), ("hosts", hosts or "-"),
                  ("cap", f"{human_size(d['cap'])} (JITFLOW_CACHE_MAX_SIZE)"),
                  ("zig cache", f"{human_size(d['zig_cache']['size'])} in {d['zig_cache']['path']}"),

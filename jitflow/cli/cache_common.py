@@ -24,7 +24,8 @@ def json_option(p: argparse.ArgumentParser, schema: str) -> None:
 
 def open_cache(args: argparse.Namespace, check: bool = True, writes: str | None = None) -> tuple[Any, Any]:
     """The settings and the configured Cache the arguments name (cache/store/location.py); with `check`,
-    refused as the admin commands refuse it: a CacheError when a file is in the way or when the
+    refused as the admin commands refuse it: an InvalidInputError when the folder was named and does
+    not exist (a typo, not an empty cache), a CacheError when a file is in the way or when the
     command `writes` (its name: one that changes the cache) meets JITFLOW_CACHE=readonly, an
     UntrustedFolderError (with the reason) when others could change the folder."""
     from ..cache.store import location
@@ -32,7 +33,24 @@ def open_cache(args: argparse.Namespace, check: bool = True, writes: str | None 
 
     settings = resolve(cache_dir=args.cache_dir)
     folders = location.open_cache(settings)
-    return settings, folders.for_admin(writes) if check else folders.configured
+    if not check:
+        return settings, folders.configured
+    cache = folders.for_admin(writes)
+    if not named_folder_exists(settings):
+        from ..errors import InvalidInputError
+
+        raise InvalidInputError(f"{settings.cache_dir} does not exist: no cache is there (--cache-dir, else "
+                                "JITFLOW_CACHE_DIR, names the cache folder; a build creates it)")
+    return settings, cache
+
+
+def named_folder_exists(settings: Any) -> bool:
+    """False for a cache folder that was named (--cache-dir, JITFLOW_CACHE_DIR) and does not exist. The
+    default folder may not exist yet (nothing built): that is an empty cache."""
+    from ..config import default_cache_dir
+
+    folder = settings.cache_dir
+    return folder.exists() or folder.is_symlink() or folder == default_cache_dir()
 
 
 def _options(words: list[str], width: int = 48) -> str:

@@ -108,7 +108,8 @@ def test_cache_info_counts_zig_and_shows_hosts_with_the_option_anywhere(built, z
 
 def test_cache_ls_of_a_named_folder_that_does_not_exist_says_so(built, tmp_path):
     """A typo in --cache-dir or JITFLOW_CACHE_DIR is not an empty cache (it said `no entries in ...`,
-    status 0); the default folder before anything is built still is."""
+    status 0, and stats, prune and clear reported zeros); info says so; the default folder before
+    anything is built is an empty cache."""
     env = built[0]
     missing = tmp_path / "cahce"
     for args, extra in (((), {"JITFLOW_CACHE_DIR": str(missing)}), (("--cache-dir", str(missing)), {}),
@@ -117,6 +118,12 @@ def test_cache_ls_of_a_named_folder_that_does_not_exist_says_so(built, tmp_path)
         assert (out.returncode, out.stdout) == (2, "")
         assert out.stderr == f"jitflow: error: {missing} does not exist: no cache is there (--cache-dir, else " \
                              "JITFLOW_CACHE_DIR, names the cache folder; a build creates it)\n"
+    for command in (("stats",), ("stats", "--zero"), ("prune", "--max-size", "1"), ("clear", "--yes")):
+        out = jf("cache", *command, "--cache-dir", str(missing), env=env)     # zeros before, or nothing done
+        assert (out.returncode, out.stdout) == (2, "") and f"{missing} does not exist" in out.stderr, (command, out)
+    info = jf("cache", "info", "--cache-dir", str(missing), env=env)
+    assert f"location:  {missing} (does not exist: a build creates it)\n" in info.stdout, info.stdout
+    assert json.loads(jf("cache", "info", "--json", "--cache-dir", str(missing), env=env).stdout)["exists"] is False
     assert not missing.exists()
     fresh = jf("cache", "ls", env=dict(env, JITFLOW_CACHE_DIR="", XDG_CACHE_HOME=str(tmp_path / "home-cache")))
     assert (fresh.returncode, fresh.stdout) == (0, f"no entries in {tmp_path / 'home-cache' / 'jitflow'}\n")
@@ -218,7 +225,8 @@ def test_cache_stats_writes_the_build_time_and_the_time_saved_at_one_precision(t
     from jitflow.config import resolve
 
     env = cache_env(tmp_path / "cache", zig_cache)
-    assert jf("cache", "stats", "--zero", env=env).returncode == 0          # makes the cache folder
+    (tmp_path / "cache").mkdir()
+    assert jf("cache", "stats", "--zero", env=env).returncode == 0          # makes the cache's own folders
     root = open_cache(resolve(cache_dir=tmp_path / "cache")).configured.root
     counters.add(root, builds=2, build_seconds=10.84, hits=3, saved_seconds=75.3)
     lines = jf("cache", "stats", env=env).stdout.splitlines()
