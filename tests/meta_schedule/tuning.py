@@ -57,3 +57,18 @@ def candidate_hash(record) -> int:
 
 def target():
     return tvm.target.Target(TARGET)
+
+
+def best_matmul_runs_on_the_gpu(database, target) -> None:
+    """The best matmul schedule of `database`, compiled by jitflow for `target` (a hit: its candidate was
+    built while tuning), against torch's product on the GPU."""
+    import jitflow
+    import torch
+
+    sch = ms.tir_integration.compile_tir(database, matmul(), target)
+    exe = jitflow.compile(sch.mod, target)
+    assert exe.cached()
+    a, b = torch.rand(128, 128, device="cuda"), torch.rand(128, 128, device="cuda")
+    c = torch.zeros(128, 128, device="cuda")
+    exe["main"](a, b, c)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
