@@ -125,6 +125,7 @@ def build_into(folder: Path, mod: Any, spec: TargetSpec, settings: Settings, opt
         fatbins = _compile_devices(lowered, entry, spec, settings, options, clock)
         if deadline is not None and fatbins:
             deadline.check("compiling device code")
+        host.started()      # the split holds the interpreter: the compilers start before the record
         with clock.stage("memory", "keeping the memory record"):
             data = memory_facts.keep(lowered.ir, lowered.blob, folder, spec.kind, spec.host)
         if lowered.blob is not None:

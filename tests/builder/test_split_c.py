@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import threading
 
 import pytest
 
@@ -110,6 +111,28 @@ def test_host_compile_falls_back_to_the_whole_file(tmp_path, zig_cache):
     link.link_shared(objects, tmp_path / "lib.so", HOST, zig_cache, tmp_path)
     assert ctypes.CDLL(str(tmp_path / "lib.so")).f5() == 47
 
+
+
+def test_the_callers_thread_leaves_the_source_to_the_compile(tmp_path, zig_cache, monkeypatch):
+    # a build does Python work of its own (the memory record) while the host C compiles: measuring the
+    # source's functions for their flags on the caller's thread held the interpreter from the split,
+    # and so delayed the compilers' start; it happens beside the caller, and started() waits for it
+    from jitflow.builder.host_c import compile as host_compile
+
+    measured_on = []
+    chosen = host_compile.flags_for
+    monkeypatch.setattr(host_compile, "flags_for",
+                        lambda text: measured_on.append(threading.current_thread()) or chosen(text))
+    text = "".join(f"int f{n}(int x) {{ return x + {n}; }}\n" for n in range(6))
+    source = tmp_path / "host.c"
+    source.write_text(text)
+    compile_ = HostCompile(source, text, tmp_path, [], HOST, zig_cache, tmp_path / "zig-local", pieces=2)
+    compile_.started()
+    assert len(compile_.pieces) == 2 and len(measured_on) == 2      # each piece's, not the whole file's
+    assert threading.current_thread() not in measured_on
+    objects = compile_.wait()
+    link.link_shared(objects, tmp_path / "lib.so", HOST, zig_cache, tmp_path)
+    assert ctypes.CDLL(str(tmp_path / "lib.so")).f5(37) == 42
 
 CUDA = r"""#include <cuda/std/cstdint>
 namespace helpers { __device__ inline float twice(float x) { return 2.0f * x; } }

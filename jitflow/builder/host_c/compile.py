@@ -105,7 +105,8 @@ class HostCompile:
         self._lock = threading.Lock()
         self._cancelled = False
         self._running: set[zig.Job] = set()
-        self._extra: dict[Path, tuple[str, ...]] = {source: flags_for(text)}   # flags beyond zig's, by piece
+        self._text = text
+        self._extra: dict[Path, tuple[str, ...]] = {}   # flags beyond zig's, by piece (made beside the caller)
         self._futures: list[Future[Path]] = []
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="jitflow-zig")
         # the split runs beside the caller (which packs the weights meanwhile), then the pieces compile
@@ -119,8 +120,7 @@ class HostCompile:
             texts = [entries[1]]
         pieces = [self.source] if len(texts) == 1 and entries is None else self._write_pieces(texts)
         for piece, piece_text in zip(pieces, texts):
-            if piece != self.source:
-                self._extra[piece] = flags_for(piece_text)
+            self._extra[piece] = flags_for(piece_text)
         if self._member is not None and (len(pieces) != 1 or self._extra.get(pieces[0])
                                          or len(texts[0]) > BATCH_MAX_BYTES):
             self._member.decline()       # only a source compiled whole, with zig's flags alone, is shared
@@ -144,6 +144,14 @@ class HostCompile:
             path.write_text(text)
             paths.append(path)
         return paths
+
+    def started(self) -> None:
+        """Wait until the pieces are cut and their compilers started: Python work the caller does
+        meanwhile would hold the interpreter from the split (the compilers themselves need none)."""
+        try:
+            self._started.result()
+        except Exception:       # noqa: BLE001 - wait() raises it, with the whole file's context
+            pass
 
     def describe(self) -> str:
         """What is compiling, for the progress line."""
@@ -206,6 +214,7 @@ class HostCompile:
                 log.debug("jitflow: the host C pieces failed (%s); compiling the file whole", exc.log[-500:])
                 for path in self.folder.glob("host_*.o"):
                     path.unlink()
+                self._extra[self.source] = flags_for(self._text)
                 objects = [self._compile(self.source)]
             return objects
         finally:
