@@ -58,6 +58,7 @@ BUILDER = """
 """
 
 
+@pytest.mark.slow
 def test_cache_stats_counts_builds_and_hits_of_racing_processes(cache_dir):
     procs = [start_python(textwrap.dedent(BUILDER.format(mine=940.0 + i))) for i in range(3)]
     for proc in procs:

@@ -99,6 +99,7 @@ def test_missing_metadata_is_rebuilt(cache_dir):
     _corrupt_and_rebuild(cache_dir, lambda e: (e / "meta.json").unlink())
 
 
+@pytest.mark.slow
 def test_racing_processes_build_once(cache_dir):
     procs = [start_python(AXPB_RUN.format(scale=11.0)) for _ in range(4)]
     outcomes = []

@@ -83,6 +83,7 @@ RACER = """
 """
 
 
+@pytest.mark.slow
 def test_eight_processes_recording_at_once_lose_and_mix_no_line(cache_dir, tmp_path):
     keys = [jitflow.compile(kernels.axpb(s), "c") for s in (1.0, 2.0, 3.0)]
     for exe in keys:

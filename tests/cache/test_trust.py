@@ -225,6 +225,7 @@ def _look_up_and_load_in_a_child(cache: Cache, key: str) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+@pytest.mark.slow
 def test_racing_swapper_never_gets_its_library_loaded(cache_dir, tmp_path):
     good, evil = _build_without_loading(3304.0, tmp_path), _build_without_loading(3305.0, tmp_path)
     cache = Cache(cache_dir)

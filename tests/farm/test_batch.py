@@ -109,6 +109,7 @@ def test_a_candidate_that_fails_in_a_batch_fails_alone_with_its_own_error(cache_
         np.testing.assert_allclose(out.numpy(), v + 1)
 
 
+@pytest.mark.slow
 def test_an_items_time_limit_is_not_charged_for_the_others_lowering(cache_dir, monkeypatch, shared_processes):
     """The last member lowers for longer than the limit: it fails (its own lowering), while the three
     that waited for it to hand over its C (paused, their limits untouched) are built, together."""

@@ -292,6 +292,7 @@ def test_sass_from_a_disassembler_whose_output_is_not_utf8(vecadd, monkeypatch, 
     assert "// ---- SASS sm_90 ----\nmain_kernel: \ufffd\ufffd IADD3" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_disassembler_that_never_answers_is_stopped(vecadd, monkeypatch, tmp_path, capsys):
     # a wrapper whose child holds the output open too: both are stopped
     _fake_disassembler(tmp_path, monkeypatch, "sleep 600 &\nprintf 'partial'\nsleep 600\n")

@@ -335,6 +335,7 @@ def test_a_precompiled_header_is_made_within_the_builds_time_limit(tmp_path, mon
             _release(fifo)
 
 
+@pytest.mark.slow
 def test_asking_zig_for_its_command_ends_at_the_builds_time_limit(tmp_path, monkeypatch):
     """A build does not wait past its deadline for zig to say what it runs (zig busy in its cache
     lock, say): it compiles through zig cc, bounded by the deadline, and the answer comes later."""

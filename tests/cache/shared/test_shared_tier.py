@@ -295,6 +295,7 @@ def test_unsigned_entries_need_an_explicit_opt_in(tier, tmp_path, monkeypatch, c
     assert remote_cache.stats()["refusals"] == 1
 
 
+@pytest.mark.slow
 def test_racing_nodes_build_once(tier, tmp_path):
     barrier = tmp_path / "barrier"
     barrier.mkdir()
@@ -339,6 +340,7 @@ def _wait_for(lines: queue.Queue, text: str, timeout: float) -> None:
     raise AssertionError(f"no line with {text!r} within {timeout} s; saw: {''.join(seen[-20:])}")
 
 
+@pytest.mark.slow
 def test_killed_builder_frees_the_key_after_the_lock_expires(tier, tmp_path):
     ttl = {"JITFLOW_REMOTE_CACHE_LOCK_TTL": "1", "JITFLOW_LOG": "info"}
     builder = start_python(node_code(29.0, instrument=HANG_IN_BUILD), env=node_env(tmp_path, "a", **ttl))
@@ -361,6 +363,7 @@ def test_killed_builder_frees_the_key_after_the_lock_expires(tier, tmp_path):
                 p.communicate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forged", ["lock only", "lock and a forged heartbeat", "lock and a stale heartbeat"])
 def test_a_lock_set_by_anyone_blocks_a_build_no_longer_than_the_lock_ttl(tier, tmp_path, forged):
     """Anyone who can write to Redis can SET a lock with no expiry; without a fresh heartbeat signed
@@ -411,6 +414,7 @@ def test_only_fresh_signed_heartbeats_extend_the_wait_and_a_replay_never_does():
     assert _waited(None, lambda t: remote_tier.heartbeat(None, key, t)) == 10.5
 
 
+@pytest.mark.slow
 def test_forged_heartbeats_kept_fresh_delay_an_unsigned_build_no_longer_than_the_ttl(tier, tmp_path, monkeypatch):
     """Without a key anyone can write a heartbeat: a node that believed them would wait for ever."""
     key, admin = key_of(52.0), tier.admin()
