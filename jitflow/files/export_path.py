@@ -64,7 +64,12 @@ def _hops(path: Path) -> list[str]:
 def stream_of(path: str | os.PathLike) -> int | None:
     """The descriptor of this process that `path` names (/dev/stdout: 1), through links; None when it
     names none."""
-    for hop in _hops(Path(path).expanduser().absolute()):
+    return _descriptor(_hops(Path(path).expanduser().absolute()))
+
+
+def _descriptor(hops: list[str]) -> int | None:
+    """The descriptor of this process that one of a link chain's `hops` names, else None."""
+    for hop in hops:
         if hop in _STREAMS:
             return _STREAMS[hop]
         found = _FD.fullmatch(hop)
@@ -89,10 +94,17 @@ def _stream(dest: Path, fd: int, inputs: Iterable[str | os.PathLike], what: str,
     if os.isatty(fd):
         raise InvalidInputError(f"{what}: {dest} is a terminal, and {written} is binary; redirect it "
                                 "(> file) or give a file name")
+    _refuse_an_input(dest, found, inputs, what, written)
+
+
+def _refuse_an_input(dest: Path, found: os.stat_result, inputs: Iterable[str | os.PathLike], what: str,
+                     written: str) -> None:
+    """An InvalidInputError when the file `found` describes is one of the build's `inputs`."""
     same = _same_file(found, inputs)
-    if same is not None:
-        raise InvalidInputError(f"{what}: {dest} is {same}, an input of this build; writing {written} there "
-                                "would destroy it. Give another output name")
+    if same is not None:     # named once where it is the input's own spelling
+        alias = "" if Path(same).absolute() == dest else f" (the same file as {same})"
+        raise InvalidInputError(f"{what}: {dest} is an input of this build{alias}; writing {written} "
+                                "there would destroy it. Give another output name")
 
 
 def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), what: str = "export_library",
@@ -101,12 +113,12 @@ def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (
     InvalidInputError that says what is there and what to do otherwise. `what` names the writer in
     the message, `written` what it writes, `example` a file name to suggest."""
     dest = Path(path).expanduser().absolute()
-    fd = stream_of(dest)
+    hops = _hops(dest)
+    fd = _descriptor(hops)
     if fd is not None:
         _stream(dest, fd, inputs, what, written)
         return dest
-    if os.path.islink(dest) and (str(dest).startswith(("/dev/", "/proc/"))
-                                 or any(_FD.fullmatch(hop) for hop in _hops(dest)[1:])):
+    if os.path.islink(dest) and (str(dest).startswith(("/dev/", "/proc/")) or any(_FD.fullmatch(h) for h in hops[1:])):
         raise InvalidInputError(f"{what}: {dest} is a link in /dev or /proc, or to another process's open file: "
                                 f"replacing it with {written} would change the system, and writing through it "
                                 "is not this process's to do. Give the name of a file to write")
@@ -124,11 +136,7 @@ def destination(path: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (
     if not dest.parent.is_dir():
         raise InvalidInputError(f"{what}: the folder {dest.parent} does not exist")
     if found is not None:
-        same = _same_file(found, inputs)
-        if same is not None:     # named once where it is the input's own spelling
-            alias = "" if Path(same).absolute() == dest else f" (the same file as {same})"
-            raise InvalidInputError(f"{what}: {dest} is an input of this build{alias}; writing {written} "
-                                    "there would destroy it. Give another output name")
+        _refuse_an_input(dest, found, inputs, what, written)
     return dest
 
 
