@@ -139,6 +139,7 @@ class Pool:
         self.procs: list[Process | None] = [Process(g) for g in self.slots]
         self.failed_starts = [0] * len(self.slots)
         self.counts = {"crashed": 0, "timed out": 0, "replaced": 0, "start wait s": 0.0}
+        self.closed = [False] * len(self.slots)     # ended by close(): a later start is no replacement
 
     def measure(self, jobs: list[Job], slots: list[int], depth: int) -> None:
         """Time every job on the processes of `slots`, `depth` requests at most in each at once."""
@@ -191,7 +192,10 @@ class Pool:
     def _proc(self, s: int) -> Process:
         if self.procs[s] is None:
             self.procs[s] = Process(self.slots[s])
-            self.counts["replaced"] += 1
+            if self.closed[s]:
+                self.closed[s] = False
+            else:
+                self.counts["replaced"] += 1
         return self.procs[s]                                     # type: ignore[return-value]
 
     def _feed(self, proc: Process, pending: deque[Job], depth: int) -> None:
@@ -282,3 +286,4 @@ class Pool:
             if proc is not None:
                 proc.stop(kill=bool(proc.inflight))
                 self.procs[s] = None
+                self.closed[s] = True

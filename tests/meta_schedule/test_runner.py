@@ -96,6 +96,9 @@ def test_a_candidate_that_crashes_or_hangs_fails_alone_and_the_others_are_timed(
     again = [f.result() for f in runner.run([inputs[0]])]       # the replacement process times the next batch
     assert again[0].error_msg is None
     runner.close()
+    after = [f.result() for f in runner.run([inputs[2]])]       # started again after close(): no replacement
+    assert after[0].error_msg is None and runner.stats()["replaced"] == 2
+    runner.close()
     for i in inputs:
         assert os.path.isfile(i.artifact_path)                # the runner leaves artifacts to MetaSchedule
 
