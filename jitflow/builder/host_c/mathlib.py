@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from .c_words import word
 from .mathlib_c import FUNCTIONS
 
 PREFIX = "jitflow_"
@@ -28,7 +29,7 @@ VECTOR_NAME = re.compile(rf"\b({PREFIX}\w+?)_x(\d+)\b")
 
 #: libm's float32 name -> the definition standing in for it (what TIR's intrinsics and TVM's C rules call)
 PUBLIC = {name: f"{PREFIX}{name}" for name, fn in FUNCTIONS.items() if name.endswith("f") and name != "ksincos"}
-_CALL_RE = re.compile(rf"\b{PREFIX}(\w+?)(?:_x(\d+))?\(")
+_CALL_RE = word(PREFIX, r"(\w+?)(?:_x(\d+))?\(")
 
 
 def _forms(lanes: int) -> tuple[str, dict[str, str], str]:

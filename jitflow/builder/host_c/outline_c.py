@@ -19,11 +19,12 @@ from typing import AbstractSet
 
 from ...formats.compute_functions import PREFIX
 from ...formats.parallel_functions import BODY, LAUNCH
+from .c_words import words
 
 _SIGNATURE = re.compile(rf"^TVM_DLL int32_t ((?:{PREFIX}|{BODY})\w+)\((.*)\)(;| \{{)$")
 #: what a function calls that places a moved function after it: a compute function, or a launcher
 #: (its body follows)
-_PLACING_CALL = re.compile(rf"(?<![\w])({PREFIX}\w+|{LAUNCH}\w+)\(")
+_PLACING_CALL = re.compile(rf"({PREFIX}\w+|{LAUNCH}\w+)\(")    # where it starts a word (c_words.words)
 _WRAPPER = ["#ifdef __cplusplus", 'extern "C"', "#endif"]   # TVM prints it before every function
 _HIDDEN = '__attribute__((visibility("hidden"), noinline)) '
 
@@ -71,7 +72,7 @@ def _placements(lines: list[str], blocks: list[tuple[int, int]], inner: dict[str
     for block in blocks:
         header = next((i for i in range(block[0], block[1]) if lines[i].endswith(") {")), block[0])
         text = "\n".join(lines[header + 1:block[1]])
-        for name in dict.fromkeys(_PLACING_CALL.findall(text)):
+        for name in dict.fromkeys(m.group(1) for m in words(_PLACING_CALL, text)):
             moved = inner.get(BODY + name[len(LAUNCH):] if name.startswith(LAUNCH) else name)
             if moved is not None and moved not in placed and moved != block:
                 placed.add(moved)

@@ -51,6 +51,7 @@ import re
 from ...formats.parallel_functions import BARRIER as BARRIER_HELPER
 from ...formats.parallel_functions import (BODY, CHUNK_BEGIN, CHUNK_END, CLAIM, CLAIM_END, CLOSURE, LAMBDA, LAUNCH,
                                            LEADING)
+from .c_words import word
 
 #: loop types the chunk and claim helpers take; parallel.py counts other integer loops in int64
 HELPER_TYPES = ("int32", "int64")
@@ -100,7 +101,7 @@ _BARRIER = "\n".join([
 
 _PROTOTYPE = re.compile(rf"^TVM_DLL int32_t {BODY}(\w+)\((.*)\);$", re.MULTILINE)
 #: a claim in a body's text: its loop's number (parallel.py numbers a launch's loops from 0)
-_CLAIM_CALL = re.compile(rf"\b{CLAIM}int(?:32|64)\((\d+), ")
+_CLAIM_CALL = word(CLAIM, r"int(?:32|64)\((\d+), ")
 _GROUP_FIELD = "jitflow_group"
 _CLAIMS_FIELD = "jitflow_claims"
 _HIDDEN = '__attribute__((visibility("hidden"), noinline)) '

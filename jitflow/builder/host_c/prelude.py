@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from . import mathlib
+from .c_words import word, words
 
 #: (DLPack type code, bits) -> C element type, for every element type the prelude has vectors of.
 ELEMENTS = {(0, 8): "int8_t", (0, 16): "int16_t", (0, 32): "int32_t", (0, 64): "int64_t",
@@ -87,12 +88,13 @@ _BITS_OF = {name: bits for (_, bits), name in ELEMENTS.items()}
 #: scalar C types TIR's min and max may take (bool is DLPack's uint1)
 _SCALAR_NAMES = {**ELEMENTS, (1, 1): "bool"}
 _LANE_COUNTS = "|".join(str(n) for n in sorted(LANES, reverse=True))
-_VECTOR_TYPE_RE = re.compile(rf"\b({'|'.join(ELEMENTS.values())})({_LANE_COUNTS})\b")
+#: a vector type's name (words() finds those that start a word)
+_VECTOR_TYPE_RE = re.compile(rf"({'|'.join(ELEMENTS.values())})({_LANE_COUNTS})\b")
 
 
 def vector_types(*texts: str) -> str:
     """The typedefs (and constructor macros) of the prelude's vector types that `texts` name."""
-    found = sorted({(name, int(lanes)) for text in texts for name, lanes in _VECTOR_TYPE_RE.findall(text)})
+    found = sorted({(name, int(lanes)) for text in texts for name, lanes in (m.groups() for m in words(_VECTOR_TYPE_RE, text))})
     lines = []
     for name, lanes in found:
         vec = f"{name}{lanes}"
@@ -105,10 +107,10 @@ PRELUDE = "\n".join([MARK, "#include <stdint.h>", "#include <math.h>", "typedef 
                      _FIXED_HELPERS.strip(), ""])
 
 _DTYPE = rf"(?:u?int(?:8|16|32|64)|float(?:16|32|64))x(?:{_LANE_COUNTS})"
-_CONVERT_RE = re.compile(rf"\b{CONVERT_PREFIX}({_DTYPE})_({_DTYPE})\b")
-_HANDLE_RE = re.compile(rf"\b{STATIC_HANDLE_PREFIX}(\d+)\b")
-_VLOAD_RE = re.compile(rf"\b{VLOAD_PREFIX}(\w+)\(")
-_MIN_MAX_RE = re.compile(rf"\b{mathlib.PREFIX}(min|max)_([a-z0-9_]+?)(?:_x(\d+))?\(")
+_CONVERT_RE = word(CONVERT_PREFIX, rf"({_DTYPE})_({_DTYPE})\b")
+_HANDLE_RE = word(STATIC_HANDLE_PREFIX, r"(\d+)\b")
+_VLOAD_RE = word(VLOAD_PREFIX, r"(\w+)\(")
+_MIN_MAX_RE = word(mathlib.PREFIX, r"(min|max)_([a-z0-9_]+?)(?:_x(\d+))?\(")
 _DTYPE_PARTS = re.compile(r"(u?int|float)(\d+)x(\d+)")
 
 

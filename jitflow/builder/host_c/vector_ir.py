@@ -9,10 +9,24 @@ class CannotSplit(Exception):
     """A construct that can be neither printed as a C vector nor split into lanes."""
 
 
+#: a PrimType (by handle) -> (the type, its dtype). TVM keeps one PrimType per dtype, and reading a
+#: dtype from its type costs more than the rest of a node's visit: the rewrites read one for most nodes
+#: they see. The type is kept with it, so its handle is never another's while it is here.
+_DTYPES: dict[int, tuple[Any, Any]] = {}
+_MAX_DTYPES = 512
+
+
 def dtype_of(expr: Any):
     """The dtype of a primitive expression, or None for handles, strings and the like."""
     ty = getattr(expr, "ty", None)
-    return getattr(ty, "dtype", None) if ty is not None and type(ty).__name__ == "PrimType" else None
+    if ty is None or type(ty).__name__ != "PrimType":
+        return None
+    known = _DTYPES.get(ty.__chandle__())
+    if known is None:
+        if len(_DTYPES) >= _MAX_DTYPES:
+            _DTYPES.clear()
+        known = _DTYPES[ty.__chandle__()] = (ty, ty.dtype)
+    return known[1]
 
 
 def lanes_of(expr: Any) -> int:
