@@ -103,6 +103,8 @@ class HostCompile:
         self.pieces: list[Path] = [source]
         self.done = 0
         self._lock = threading.Lock()
+        self._launch = threading.Condition(self._lock)   # told as each piece's compiler is started
+        self._unstarted: int | None = None               # pieces whose compiler is not started yet
         self._cancelled = False
         self._running: set[zig.Job] = set()
         self._text = text
@@ -126,6 +128,7 @@ class HostCompile:
             self._member.decline()       # only a source compiled whole, with zig's flags alone, is shared
         with self._lock:
             self.pieces = pieces
+            self._unstarted = len(pieces)
             if not self._cancelled:
                 self._futures = [self._pool.submit(self._compile, piece) for piece in pieces]
                 if entries is not None:
@@ -133,6 +136,7 @@ class HostCompile:
         self._report()
 
     def _shared(self, text: str) -> Path:
+        self._wait_started()            # its Python work would hold the interpreter from their start
         out = self.folder / "host_entries.o"
         object_cache.copy_object(text, out, self.include_dirs, self.host, self.zig_cache, self.cpu, self.deadline)
         return out
@@ -147,11 +151,25 @@ class HostCompile:
 
     def started(self) -> None:
         """Wait until the pieces are cut and their compilers started: Python work the caller does
-        meanwhile would hold the interpreter from the split (the compilers themselves need none)."""
+        meanwhile would hold the interpreter from the split and the compilers' start (the compilers
+        themselves need none)."""
         try:
             self._started.result()
         except Exception:       # noqa: BLE001 - wait() raises it, with the whole file's context
-            pass
+            return
+        self._wait_started()
+
+    def _wait_started(self) -> None:
+        """Wait until each piece's compiler is started (or given up: cancelled, failed, or compiled in
+        build_all's shared process)."""
+        with self._launch:
+            self._launch.wait_for(lambda: self._cancelled or (self._unstarted is not None and self._unstarted <= 0))
+
+    def _one_started(self) -> None:
+        with self._launch:
+            if self._unstarted is not None:
+                self._unstarted -= 1
+            self._launch.notify_all()
 
     def describe(self) -> str:
         """What is compiling, for the progress line."""
@@ -164,15 +182,21 @@ class HostCompile:
 
     def _compile(self, source: Path) -> Path:
         out = self.folder / (source.stem + ".o")
-        if self._member is not None and self._member.open and self._shared_compile(source, out):
-            return out
-        with self._lock:
-            if self._cancelled:
-                raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
-            extra = self._extra.get(source, ())
-            job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache, self.local_cache,
-                                     self.cpu, **({"extra": extra} if extra else {}), deadline=self.deadline)
-            self._running.add(job)
+        if self._member is not None and self._member.open:
+            self._one_started()          # waiting for the batch is not starting a compiler
+            if self._shared_compile(source, out):
+                return out
+        try:
+            with self._lock:
+                if self._cancelled:
+                    raise CompileError("zig cc", "cancelled", "the build failed elsewhere", source)
+                extra = self._extra.get(source, ())
+                job = zig.compile_object(source, out, self.include_dirs, self.host, self.zig_cache,
+                                         self.local_cache, self.cpu, **({"extra": extra} if extra else {}),
+                                         deadline=self.deadline)
+                self._running.add(job)
+        finally:
+            self._one_started()
         try:
             job.wait(self.deadline)
         finally:
@@ -227,6 +251,7 @@ class HostCompile:
         """Stop every zig process (the build failed elsewhere)."""
         with self._lock:
             self._cancelled = True
+            self._launch.notify_all()
             running = list(self._running)
             futures = list(self._futures)
         for f in [self._started, *futures]:
