@@ -134,6 +134,34 @@ def test_the_callers_thread_leaves_the_source_to_the_compile(tmp_path, zig_cache
     link.link_shared(objects, tmp_path / "lib.so", HOST, zig_cache, tmp_path)
     assert ctypes.CDLL(str(tmp_path / "lib.so")).f5(37) == 42
 
+
+def test_started_waits_for_the_compilers_to_start(tmp_path, zig_cache, monkeypatch):
+    # the caller's Python work after started() (the memory record) would hold the interpreter from a
+    # compile thread still starting its zig process: started() returns once every piece's is running
+    import time
+
+    from jitflow.builder.host_c import compile as host_compile
+
+    started = []
+    start = host_compile.zig.compile_object
+
+    def slow_start(source, *args, **kwargs):
+        time.sleep(0.3)                   # the compile thread is slow to start its process
+        job = start(source, *args, **kwargs)
+        started.append(source.name)
+        return job
+
+    monkeypatch.setattr(host_compile.zig, "compile_object", slow_start)
+    text = "".join(f"int f{n}(int x) {{ return x + {n}; }}\n" for n in range(6))
+    source = tmp_path / "host.c"
+    source.write_text(text)
+    compile_ = HostCompile(source, text, tmp_path, [], HOST, zig_cache, tmp_path / "zig-local", pieces=2)
+    compile_.started()
+    assert sorted(started) == ["host_0.c", "host_1.c"]
+    objects = compile_.wait()
+    link.link_shared(objects, tmp_path / "lib.so", HOST, zig_cache, tmp_path)
+    assert ctypes.CDLL(str(tmp_path / "lib.so")).f5(37) == 42
+
 CUDA = r"""#include <cuda/std/cstdint>
 namespace helpers { __device__ inline float twice(float x) { return 2.0f * x; } }
 extern "C" __global__ void __launch_bounds__(128) scale_kernel(float* __restrict__ a);
