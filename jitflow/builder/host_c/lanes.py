@@ -52,7 +52,7 @@ class LaneSplitter:
         dtype = dtype_of(node)
         if dtype is None:
             return False
-        if isinstance(node, tvm.ir.expr.Var) and node.__chandle__() in self.split:
+        if node.__chandle__() in self.split and isinstance(node, tvm.ir.expr.Var):   # the handle first: cheaper
             return True
         if dtype.lanes == 1:
             return False
@@ -78,8 +78,10 @@ class LaneSplitter:
         def visit(node: Any) -> Any:
             return tvm_ffi.VisitInterrupt(node) if self._bad_node(node) else None
 
-        return any(expr is not None and tvm_ffi.structural_walk(expr, visit, order="pre") is not None
-                   for expr in exprs)
+        roots = [expr for expr in exprs if expr is not None]
+        if not roots:
+            return False
+        return tvm_ffi.structural_walk(roots[0] if len(roots) == 1 else roots, visit, order="pre") is not None
 
     # -- one lane of an expression ---------------------------------------------------------------
 
