@@ -109,9 +109,12 @@ def fresh(code: str, env: dict[str, str]) -> dict:
 
 def sizes() -> str:
     """TVM's package as installed, and without its compiler library (what a runtime-only install keeps)."""
-    import importlib.metadata
+    import importlib.util
 
-    folder = Path(str(importlib.metadata.distribution("apache-tvm").locate_file("tvm")))
+    spec = importlib.util.find_spec("tvm")      # found without importing it (an install may lack pip's metadata)
+    if spec is None or not spec.submodule_search_locations:
+        return "TVM's package: not found on this path"
+    folder = Path(next(iter(spec.submodule_search_locations)))
     total = compiler = 0
     for path in folder.rglob("*"):
         if path.is_file() and not path.is_symlink():
