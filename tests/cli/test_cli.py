@@ -86,8 +86,13 @@ def test_cache_ls_json(built):
     assert e["path"] == str(entry_folder(cache, arm)) and e["last_used"] >= e["created"] > 0
 
 
-def test_cache_info_counts_zig_and_shows_hosts_with_the_option_anywhere(built, zig_cache):
+def test_cache_info_counts_zig_and_shows_hosts_with_the_option_anywhere(built, tmp_path):
     env, cache, _ = built
+    zig_cache = tmp_path / "zig"            # a zig cache of its own: the shared one grows as other tests build
+    for name, size in (("o/1f/host.o", 3000), ("o/2e/host.o", 700), ("h/1f.txt", 64)):
+        (zig_cache / name).parent.mkdir(parents=True, exist_ok=True)
+        (zig_cache / name).write_bytes(b"z" * size)
+    env = dict(env, JITFLOW_ZIG_CACHE_DIR=str(zig_cache))
     elsewhere = dict(env, JITFLOW_CACHE_DIR=str(cache.parent / "elsewhere"))   # the option wins over the variable
     after = jf("cache", "info", "--cache-dir", str(cache), env=elsewhere)
     before = jf("cache", "--cache-dir", str(cache), "info", env=elsewhere)
@@ -101,8 +106,8 @@ def test_cache_info_counts_zig_and_shows_hosts_with_the_option_anywhere(built, z
     d = json.loads(jf("cache", "info", "--json", env=env).stdout)
     assert d["schema"] == "jitflow.cache-info/1" and d["entries"] == 2 and d["problem"] is None
     assert {h: v["entries"] for h, v in d["hosts"].items()} == {"x86_64-linux-gnu": 1, "aarch64-linux-gnu": 1}
-    zig_bytes = sum(f.stat().st_size for f in zig_cache.rglob("*") if f.is_file() and not f.is_symlink())
-    assert d["zig_cache"] == {"path": str(zig_cache), "size": zig_bytes} and zig_bytes > 0
+    zig_bytes = 3000 + 700 + 64
+    assert d["zig_cache"] == {"path": str(zig_cache), "size": zig_bytes}
     assert d["total_size"] == d["size"] + zig_bytes and d["cap"] == 4 << 30
 
 
