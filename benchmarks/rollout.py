@@ -14,9 +14,7 @@ Goals: a signed unpack within 1.1x of an unsigned one.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -25,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from unpack import BUILD, ROOT, run, timed  # noqa: E402
+from unpack import prepare, run, timed  # noqa: E402
 
 #: the Python API in a fresh interpreter, timed after its imports (argv: what, bundle, cache, [key])
 API = """
@@ -51,14 +49,7 @@ print(json.dumps([time.perf_counter() - start, cpu() - c, n]))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "jitflow-unpack-bench")
-    args = parser.parse_args()
-    env = dict(os.environ, JITFLOW_CACHE_DIR=str(args.cache), JITFLOW_TRUSTED_KEYS="",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    keys = run([sys.executable, "-c", BUILD.format(n=args.entries)], env).split()
+    args, env, keys = prepare(__doc__.splitlines()[0], JITFLOW_TRUSTED_KEYS="")
     jitflow = [sys.executable, "-m", "jitflow", "cache"]
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "bundle-key"

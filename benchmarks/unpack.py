@@ -67,15 +67,22 @@ def timed(action) -> tuple[float, float]:
     return time.perf_counter() - start, _cpu() - cpu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def prepare(description: str, **settings: str) -> tuple[argparse.Namespace, dict[str, str], list[str]]:
+    """The command line (--entries, --runs, --cache), the environment of the timed commands (with
+    `settings`), and the keys of the kernels built into the cache: what this benchmark and rollout.py
+    start from."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--entries", type=int, default=100)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "jitflow-unpack-bench")
     args = parser.parse_args()
-    env = dict(os.environ, JITFLOW_CACHE_DIR=str(args.cache),
+    env = dict(os.environ, JITFLOW_CACHE_DIR=str(args.cache), **settings,
                PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    keys = run([sys.executable, "-c", BUILD.format(n=args.entries)], env).split()
+    return args, env, run([sys.executable, "-c", BUILD.format(n=args.entries)], env).split()
+
+
+def main() -> None:
+    args, env, keys = prepare(__doc__.splitlines()[0])
     jitflow = [sys.executable, "-m", "jitflow", "cache"]
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Path(tmp) / "bundle.tar"
